@@ -1,0 +1,120 @@
+//! The database handle shared by the HTTP layer and the actors.
+//!
+//! SQLite allows one writer at a time, and a deferred transaction that reads before it writes
+//! fails at once (`SQLITE_BUSY`) when another connection wrote in between. Every write
+//! transaction of this process therefore takes an in-process lock on SQLite, so writers queue
+//! instead of failing while readers stay concurrent; PostgreSQL needs no such lock.
+
+use std::{ops::Deref, path::Path, sync::Arc, time::Duration};
+
+use sea_orm::{
+    ConnectOptions, Database, DatabaseBackend, DatabaseConnection, DatabaseTransaction, DbErr,
+    TransactionTrait,
+    sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous},
+};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+#[derive(Clone, Debug)]
+pub struct Db {
+    pub conn: DatabaseConnection,
+    write_lock: Option<Arc<Mutex<()>>>,
+}
+
+/// A write transaction; on SQLite it also holds the process's write lock until it ends.
+pub struct WriteTx {
+    tx: DatabaseTransaction,
+    _guard: Option<OwnedMutexGuard<()>>,
+}
+
+impl Deref for WriteTx {
+    type Target = DatabaseTransaction;
+
+    fn deref(&self) -> &DatabaseTransaction {
+        &self.tx
+    }
+}
+
+impl WriteTx {
+    pub async fn commit(self) -> Result<(), DbErr> {
+        self.tx.commit().await
+    }
+}
+
+impl Db {
+    /// Connects to `url` (`sqlite://…` or `postgres://…`). A SQLite file's folder is created
+    /// if missing; the database runs in WAL mode with a busy timeout.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Db, DbErr> {
+        let folder = sqlite_file(url)
+            .and_then(|f| Path::new(f).parent())
+            .filter(|p| !p.as_os_str().is_empty());
+        if let Some(folder) = folder {
+            std::fs::create_dir_all(folder)
+                .map_err(|e| DbErr::Custom(format!("cannot create {}: {e}", folder.display())))?;
+        }
+        let mut options = ConnectOptions::new(url.to_owned());
+        options
+            .max_connections(max_connections.max(1))
+            .min_connections(0)
+            .acquire_timeout(Duration::from_secs(10))
+            .sqlx_logging(false)
+            .map_sqlx_sqlite_opts(|opts| {
+                opts.journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal)
+                    .busy_timeout(Duration::from_secs(10))
+                    .foreign_keys(true)
+            });
+        Self::connect_with(options).await
+    }
+
+    pub async fn connect_with(options: ConnectOptions) -> Result<Db, DbErr> {
+        let conn = Database::connect(options).await?;
+        let write_lock = match conn.get_database_backend() {
+            DatabaseBackend::Sqlite => Some(Arc::new(Mutex::new(()))),
+            _ => None,
+        };
+        Ok(Db { conn, write_lock })
+    }
+
+    pub fn backend(&self) -> DatabaseBackend {
+        self.conn.get_database_backend()
+    }
+
+    /// Begins a transaction that will write.
+    pub async fn begin_write(&self) -> Result<WriteTx, DbErr> {
+        let guard = match &self.write_lock {
+            Some(lock) => Some(lock.clone().lock_owned().await),
+            None => None,
+        };
+        let tx = self.conn.begin().await?;
+        Ok(WriteTx { tx, _guard: guard })
+    }
+
+    /// Whether the database answers a trivial query.
+    pub async fn ping(&self) -> Result<(), DbErr> {
+        self.conn.ping().await
+    }
+}
+
+/// The file path of a `sqlite://path?query` URL, if it names a file.
+fn sqlite_file(url: &str) -> Option<&str> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.is_empty() && path != ":memory:").then_some(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sqlite_file;
+
+    #[test]
+    fn sqlite_file_of_url() {
+        assert_eq!(
+            sqlite_file("sqlite://data/payroll.db?mode=rwc"),
+            Some("data/payroll.db")
+        );
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(sqlite_file("postgres://x"), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! Statuses and other closed sets of values, stored as strings and sent with the same spelling.
+
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+/// Declares a string enum that is a SeaORM active enum, a serde enum and an OpenAPI schema at
+/// once, so its database, wire and document spellings can never drift apart.
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, ToSchema)]
+        #[sea_orm(rs_type = "String", db_type = "String(StringLen::N(32))")]
+        pub enum $name {
+            $(
+                #[sea_orm(string_value = $text)]
+                #[serde(rename = $text)]
+                $variant,
+            )+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text,)+
+                }
+            }
+
+            /// The variant spelled `text` exactly, as on the wire.
+            pub fn parse(text: &str) -> Option<Self> {
+                match text {
+                    $($text => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+
+            /// Every spelling, for error messages that list the valid values.
+            pub fn spellings() -> String {
+                [$($text),+].join(", ")
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// Whether an employee is paid by regular runs.
+    EmployeeStatus { Active = "ACTIVE", Inactive = "INACTIVE" }
+);
+
+string_enum!(EmploymentType {
+    Fte = "FTE",
+    Contractor = "CONTRACTOR",
+    Consultant = "CONSULTANT",
+});
+
+string_enum!(
+    /// The blockchain a payee is paid on.
+    Network {
+        Ethereum = "ETHEREUM",
+        Polygon = "POLYGON",
+        Base = "BASE",
+        Arbitrum = "ARBITRUM",
+        Optimism = "OPTIMISM",
+        Solana = "SOLANA",
+    }
+);
+
+impl Network {
+    /// EVM networks share the `0x` + 40 hex address form.
+    pub fn is_evm(self) -> bool {
+        !matches!(self, Network::Solana)
+    }
+}
+
+string_enum!(Stablecoin { Usdc = "USDC" });
+
+string_enum!(
+    /// Payroll run lifecycle (CONTRACT §6).
+    RunStatus {
+        Draft = "DRAFT",
+        Confirmed = "CONFIRMED",
+        Deposited = "DEPOSITED",
+        PayingOut = "PAYING_OUT",
+        Completed = "COMPLETED",
+        Failed = "FAILED",
+        Cancelled = "CANCELLED",
+    }
+);
+
+string_enum!(RunType {
+    Regular = "regular",
+    AdHoc = "ad_hoc",
+    Reimbursement = "reimbursement",
+});
+
+string_enum!(
+    /// Payout lifecycle (CONTRACT §6).
+    PayoutStatus {
+        Pending = "PENDING",
+        Processing = "PROCESSING",
+        Completed = "COMPLETED",
+        Failed = "FAILED",
+        Cancelled = "CANCELLED",
+    }
+);
+
+impl PayoutStatus {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            PayoutStatus::Completed | PayoutStatus::Failed | PayoutStatus::Cancelled
+        )
+    }
+}
+
+string_enum!(
+    /// Who did an audited action.
+    ActorType { ApiKey = "API_KEY", System = "SYSTEM", Admin = "ADMIN" }
+);
+
+string_enum!(
+    /// An idempotency record is claimed while its request runs and completed with its answer.
+    IdempotencyState { InFlight = "IN_FLIGHT", Completed = "COMPLETED" }
+);
+
+string_enum!(
+    /// What a key's owner sees; derived from revocation and expiry, never stored.
+    ApiKeyStatus { Active = "ACTIVE", Expired = "EXPIRED", Revoked = "REVOKED" }
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spellings_round_trip() {
+        for s in RunStatus::ALL {
+            assert_eq!(RunStatus::parse(s.as_str()), Some(*s));
+        }
+        assert_eq!(RunType::parse("ad_hoc"), Some(RunType::AdHoc));
+        assert_eq!(RunType::parse("AD_HOC"), None);
+        assert_eq!(
+            serde_json::to_string(&RunStatus::PayingOut).ok().as_deref(),
+            Some("\"PAYING_OUT\"")
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! Payouts: one per paid employee of a run, carrying a snapshot of the payee.
+
+use chrono::{DateTime, Utc};
+use sea_orm::entity::prelude::*;
+
+use crate::{Network, PayoutStatus, Stablecoin};
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "payouts")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: String,
+    pub payroll_run_id: String,
+    pub employee_id: String,
+    pub employee_name: String,
+    pub employee_email: String,
+    pub status: PayoutStatus,
+    pub is_test_run: bool,
+    /// Net amount: what is withdrawn.
+    pub amount_usd_cents: i64,
+    pub fee_usd_cents: i64,
+    pub test_run_deduction_usd_cents: i64,
+    pub stablecoin: Stablecoin,
+    pub network: Network,
+    pub wallet_address: String,
+    pub note: Option<String>,
+    /// 1 + number of retries.
+    pub attempt: i32,
+    /// Ours (`pay_…-<attempt>`), committed before the exchange is called.
+    #[sea_orm(unique)]
+    pub client_withdrawal_id: Option<String>,
+    pub cex_withdrawal_id: Option<String>,
+    pub on_chain_tx_hash: Option<String>,
+    pub block_explorer_url: Option<String>,
+    pub failed_reason: Option<String>,
+    pub initiated_at: Option<DateTime<Utc>>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

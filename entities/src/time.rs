@@ -1,0 +1,53 @@
+//! Timestamps are UTC with millisecond precision, on the wire and in the database alike.
+
+use chrono::{DateTime, SubsecRound, Utc};
+
+/// Now, truncated to milliseconds so that what is stored is exactly what is shown.
+pub fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(3)
+}
+
+/// RFC 3339 with milliseconds and a `Z`: `2026-03-01T00:00:00.000Z`.
+pub fn format(ts: &DateTime<Utc>) -> String {
+    ts.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// Serde helpers for `DateTime<Utc>` fields in the wire format.
+pub mod wire {
+    use chrono::{DateTime, Utc};
+    use serde::Serializer;
+
+    pub fn serialize<S: Serializer>(ts: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format(ts))
+    }
+
+    pub mod option {
+        use chrono::{DateTime, Utc};
+        use serde::Serializer;
+
+        pub fn serialize<S: Serializer>(
+            ts: &Option<DateTime<Utc>>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match ts {
+                Some(ts) => s.serialize_str(&super::super::format(ts)),
+                None => s.serialize_none(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn formats_with_milliseconds_and_z() {
+        let ts = Utc
+            .with_ymd_and_hms(2026, 3, 1, 0, 0, 0)
+            .single()
+            .expect("valid date");
+        assert_eq!(format(&ts), "2026-03-01T00:00:00.000Z");
+    }
+}

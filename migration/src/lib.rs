@@ -1,0 +1,26 @@
+//! Database migrations, one change per file, run at start-up and by `payroll migrate`.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20260301_000001_create_api_keys;
+mod m20260301_000002_create_idempotency_records;
+mod m20260301_000003_create_audit_entries;
+mod m20260301_000004_create_employees;
+mod m20260301_000005_create_payroll_runs;
+mod m20260301_000006_create_payouts;
+
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![
+            Box::new(m20260301_000001_create_api_keys::Migration),
+            Box::new(m20260301_000002_create_idempotency_records::Migration),
+            Box::new(m20260301_000003_create_audit_entries::Migration),
+            Box::new(m20260301_000004_create_employees::Migration),
+            Box::new(m20260301_000005_create_payroll_runs::Migration),
+            Box::new(m20260301_000006_create_payouts::Migration),
+        ]
+    }
+}

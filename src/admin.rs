@@ -1,0 +1,62 @@
+//! `payroll admin …`: commands an operator runs on the server's database, also while the
+//! server runs on it. Each is audited with actor `ADMIN`.
+
+use anyhow::bail;
+use payroll_entities::{ActorType, api_key, time};
+use sea_orm::{EntityTrait, IntoActiveModel};
+use serde_json::json;
+
+use crate::{
+    audit::{self, AuditRecord},
+    auth,
+    config::Settings,
+    dates::{DayEdge, parse_instant},
+    keys::{self, ApiKeyResource},
+    startup,
+};
+
+/// Creates a key and returns its resource, plaintext included.
+pub async fn create_key(
+    settings: &Settings,
+    name: &str,
+    scopes: &[String],
+    expires_at: Option<&str>,
+) -> anyhow::Result<ApiKeyResource> {
+    let name = name.trim();
+    if name.is_empty() {
+        bail!("--name must not be empty");
+    }
+    let unknown: Vec<&str> = scopes
+        .iter()
+        .map(|s| s.trim())
+        .filter(|s| !auth::is_known_scope(s))
+        .collect();
+    if !unknown.is_empty() || scopes.is_empty() {
+        bail!(
+            "unknown scopes {unknown:?}; known: {}, {}",
+            auth::all_scope_names().join(", "),
+            auth::Scope::WILDCARDS.join(", ")
+        );
+    }
+    let expires_at = match expires_at {
+        Some(raw) => Some(parse_instant(raw, DayEdge::End).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    if expires_at.is_some_and(|t| t <= time::now()) {
+        bail!("--expires-at must be in the future");
+    }
+    let scopes: Vec<String> = scopes.iter().map(|s| s.trim().to_owned()).collect();
+    let pepper = startup::load_pepper(settings)?;
+    let db = startup::connect_and_migrate(settings).await?;
+    let (model, plaintext) =
+        keys::new_key(pepper.expose().as_bytes(), name, &scopes, expires_at, None);
+    let tx = db.begin_write().await?;
+    api_key::Entity::insert(model.clone().into_active_model())
+        .exec_without_returning(&*tx)
+        .await?;
+    let record = AuditRecord::new("API_KEY_CREATED", "api_key", &model.id)
+        .details(json!({"name": name, "scopes": scopes}));
+    audit::insert(&*tx, audit::actor_entry(ActorType::Admin, &record)).await?;
+    tx.commit().await?;
+    Ok(ApiKeyResource::from_model(&model, time::now()).with_plaintext(plaintext))
+}

@@ -1,0 +1,266 @@
+//! Typed configuration (CONTRACT §13): compiled-in defaults, then `config/{PAYROLL_ENV}.toml`,
+//! then `--config FILE`, then `PAYROLL__SECTION__KEY` environment variables. Validated once at
+//! start; secrets never appear in `Debug` output.
+
+use std::path::{Path, PathBuf};
+
+use config::{Config, Environment, File, FileFormat};
+use serde::Deserialize;
+
+const DEFAULTS: &str = include_str!("../config/default.toml");
+
+/// A secret value: usable, but never printed by `Debug`.
+#[derive(Clone, Default, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "\"\""
+        } else {
+            "\"[redacted]\""
+        })
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub server: ServerSettings,
+    pub data: DataSettings,
+    pub database: DatabaseSettings,
+    pub log: LogSettings,
+    pub auth: AuthSettings,
+    pub idempotency: IdempotencySettings,
+    pub api: ApiSettings,
+    pub audit: AuditSettings,
+    pub test_run: TestRunSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSettings {
+    pub host: String,
+    pub port: u16,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSettings {
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSettings {
+    /// May carry a password, so it is a secret; empty means the embedded SQLite file.
+    pub url: Secret,
+    pub max_connections: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Pretty,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSettings {
+    /// `pretty` or `json`; see [`LogSettings::format`].
+    pub format: String,
+    pub level: String,
+}
+
+impl LogSettings {
+    pub fn format(&self) -> Option<LogFormat> {
+        match self.format.as_str() {
+            "pretty" => Some(LogFormat::Pretty),
+            "json" => Some(LogFormat::Json),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthSettings {
+    pub bootstrap_key: bool,
+    pub rotation_grace_seconds: u64,
+    pub key_pepper: Secret,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdempotencySettings {
+    pub retention_seconds: u64,
+    pub lock_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiSettings {
+    pub rate_limit_per_second: u32,
+    pub rate_limit_burst: u32,
+    pub max_body_bytes: usize,
+    pub max_import_bytes: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditSettings {
+    pub flush_interval_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestRunSettings {
+    pub amount_usd_cents: i64,
+}
+
+/// A configuration problem, naming the key at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct ConfigError(String);
+
+impl Settings {
+    /// Loads the layered configuration. `config_file` is `--config FILE`.
+    pub fn load(config_file: Option<&Path>) -> Result<Settings, ConfigError> {
+        let mut builder = Config::builder().add_source(File::from_str(DEFAULTS, FileFormat::Toml));
+        if let Ok(env) = std::env::var("PAYROLL_ENV")
+            && !env.is_empty()
+        {
+            builder = builder.add_source(File::with_name(&format!("config/{env}")).required(false));
+        }
+        if let Some(path) = config_file {
+            if !path.exists() {
+                return Err(ConfigError(format!(
+                    "--config {}: no such file",
+                    path.display()
+                )));
+            }
+            builder = builder.add_source(File::from(path).required(true));
+        }
+        builder = builder.add_source(
+            Environment::with_prefix("PAYROLL")
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true),
+        );
+        let settings: Settings = builder
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| ConfigError(e.to_string()))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// The defaults alone, for tests and tools that adjust fields in code.
+    pub fn defaults() -> Result<Settings, ConfigError> {
+        let settings: Settings = Config::builder()
+            .add_source(File::from_str(DEFAULTS, FileFormat::Toml))
+            .build()
+            .and_then(|c| c.try_deserialize())
+            .map_err(|e| ConfigError(e.to_string()))?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, why: &str| Err(ConfigError(format!("{key}: {why}")));
+        if self.database.max_connections == 0 {
+            return bad("database.max_connections", "must be at least 1");
+        }
+        let url = self.database.url.expose();
+        let known_scheme = ["sqlite:", "postgres://", "postgresql://"]
+            .iter()
+            .any(|scheme| url.starts_with(scheme));
+        if !url.is_empty() && !known_scheme {
+            return bad(
+                "database.url",
+                "must start with sqlite:, postgres:// or postgresql://",
+            );
+        }
+        if self.log.format().is_none() {
+            return bad("log.format", "must be \"pretty\" or \"json\"");
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            return bad("log.level", "not a level or tracing filter (try \"info\")");
+        }
+        if self.api.rate_limit_per_second == 0 {
+            return bad("api.rate_limit_per_second", "must be at least 1");
+        }
+        if self.api.rate_limit_burst == 0 {
+            return bad("api.rate_limit_burst", "must be at least 1");
+        }
+        if self.api.max_body_bytes < 1024 {
+            return bad("api.max_body_bytes", "must be at least 1024");
+        }
+        if self.api.max_import_bytes < self.api.max_body_bytes {
+            return bad(
+                "api.max_import_bytes",
+                "must be at least api.max_body_bytes",
+            );
+        }
+        if self.audit.flush_interval_ms == 0 {
+            return bad("audit.flush_interval_ms", "must be at least 1");
+        }
+        if self.idempotency.retention_seconds == 0 {
+            return bad("idempotency.retention_seconds", "must be at least 1");
+        }
+        if self.idempotency.lock_timeout_ms == 0 {
+            return bad("idempotency.lock_timeout_ms", "must be at least 1");
+        }
+        if self.test_run.amount_usd_cents < 1 {
+            return bad("test_run.amount_usd_cents", "must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// The database URL in force: the configured one, or the embedded SQLite file.
+    pub fn database_url(&self) -> String {
+        let url = self.database.url.expose();
+        if url.is_empty() {
+            format!(
+                "sqlite://{}?mode=rwc",
+                self.data.dir.join("payroll.db").display()
+            )
+        } else {
+            url.to_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_load_and_validate() {
+        let s = Settings::defaults().expect("defaults are valid");
+        assert_eq!(s.server.port, 8080);
+        assert_eq!(s.database_url(), "sqlite://data/payroll.db?mode=rwc");
+        assert_eq!(s.api.rate_limit_burst, 200);
+    }
+
+    #[test]
+    fn secrets_are_not_debug_printed() {
+        let secret = Secret::new("hunter2");
+        assert_eq!(format!("{secret:?}"), "\"[redacted]\"");
+    }
+}

@@ -1,0 +1,320 @@
+//! Every error the API answers: one enum of stable codes (CONTRACT §4), one `ResponseError`
+//! that renders the wire body. 5xx bodies are generic; their causes are logged, never shown.
+
+use actix_web::{HttpResponse, ResponseError, http::StatusCode};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::api::API_VERSION;
+
+macro_rules! error_codes {
+    ($($variant:ident = ($code:literal, $status:literal, $meaning:literal, $hint:literal)),+ $(,)?) => {
+        /// The machine-readable error codes of the API.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ErrorCode { $($variant),+ }
+
+        impl ErrorCode {
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $code),+ }
+            }
+
+            pub fn status(self) -> StatusCode {
+                match self {
+                    $(ErrorCode::$variant => StatusCode::from_u16($status)
+                        .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)),+
+                }
+            }
+
+            /// When the code is answered, for the documentation page.
+            pub fn meaning(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $meaning),+ }
+            }
+
+            /// What to do next, in one sentence, unless the error names something better.
+            pub fn default_hint(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $hint),+ }
+            }
+        }
+    };
+}
+
+error_codes! {
+    InvalidRequestBody = ("INVALID_REQUEST_BODY", 400,
+        "The request body is not valid JSON or fails validation; details.validation_errors lists every invalid field.",
+        "Fix the fields listed in details.validation_errors and send the request again."),
+    InvalidQueryParameter = ("INVALID_QUERY_PARAMETER", 400,
+        "A query parameter has an invalid value or is unknown.",
+        "Fix the query parameters listed in details.validation_errors and send the request again."),
+    IdempotencyKeyRequired = ("IDEMPOTENCY_KEY_REQUIRED", 400,
+        "A POST, PATCH or DELETE request was sent without an Idempotency-Key header.",
+        "Send an Idempotency-Key header with a new UUID v4 and reuse it only to retry this same request."),
+    InvalidIdempotencyKey = ("INVALID_IDEMPOTENCY_KEY", 400,
+        "The Idempotency-Key header is not a UUID v4.",
+        "Send a UUID v4 (for example from `uuidgen`) as the Idempotency-Key header."),
+    UnsupportedApiVersion = ("UNSUPPORTED_API_VERSION", 400,
+        "The Api-Version header names a version this server does not speak.",
+        "Send Api-Version: 2026-03-01 or leave the header out."),
+    InvalidApiKey = ("INVALID_API_KEY", 401,
+        "The Authorization header is missing or malformed, or the API key is unknown or revoked.",
+        "Send Authorization: Bearer mpk_live_… with an active API key."),
+    ApiKeyExpired = ("API_KEY_EXPIRED", 401,
+        "The API key is past its expiry time or past its rotation grace period.",
+        "Use the key that replaced it, or ask an administrator for a new key."),
+    InsufficientScope = ("INSUFFICIENT_SCOPE", 403,
+        "The API key lacks a scope the operation requires.",
+        "Use a key that has one of details.required_scopes, or ask an administrator to issue one."),
+    ResourceNotFound = ("RESOURCE_NOT_FOUND", 404,
+        "No resource of that type has that id.",
+        "Check the id; list the collection to find the right one."),
+    RouteNotFound = ("ROUTE_NOT_FOUND", 404,
+        "No route matches the method and path.",
+        "Check the path against the OpenAPI document at /api/v1/openapi.json."),
+    MethodNotAllowed = ("METHOD_NOT_ALLOWED", 405,
+        "The path exists but does not accept this method.",
+        "Use one of the methods in details.allowed_methods."),
+    InvalidStatusTransition = ("INVALID_STATUS_TRANSITION", 409,
+        "The operation is not allowed in the resource's current status.",
+        "Check details.current_status and use one of details.allowed_operations."),
+    PayrollRunOverlap = ("PAYROLL_RUN_OVERLAP", 409,
+        "A regular, non-test payroll run that is not cancelled already covers part of the period.",
+        "Choose a period that does not overlap details.existing_run_id, or cancel that run first."),
+    CexInsufficientBalance = ("CEX_INSUFFICIENT_BALANCE", 409,
+        "The exchange account does not hold enough unreserved funds for the run.",
+        "Transfer funds from the treasury wallet to the exchange account and check GET /api/v1/treasury/balance before retrying."),
+    TreasuryInsufficientBalance = ("TREASURY_INSUFFICIENT_BALANCE", 409,
+        "A transfer asks for more than its source balance holds.",
+        "Transfer at most details.available_usd_cents, or fund the source first."),
+    EmployeeEmailTaken = ("EMPLOYEE_EMAIL_TAKEN", 409,
+        "Another employee already has this email address (compared case-insensitively).",
+        "Update the existing employee details.existing_employee_id instead, or use another email."),
+    IdempotencyKeyInUse = ("IDEMPOTENCY_KEY_IN_USE", 409,
+        "A request with this Idempotency-Key is still being processed.",
+        "Wait a moment and retry with the same Idempotency-Key to receive the first request's answer."),
+    TreasuryTransferUnsupported = ("TREASURY_TRANSFER_UNSUPPORTED", 409,
+        "The exchange provider cannot move treasury funds itself.",
+        "Send USDC to details.deposit_address on details.network from the treasury wallet."),
+    PayloadTooLarge = ("PAYLOAD_TOO_LARGE", 413,
+        "The request body is larger than the server accepts.",
+        "Send at most details.limit_bytes bytes; split large imports into several requests."),
+    UnsupportedMediaType = ("UNSUPPORTED_MEDIA_TYPE", 415,
+        "The request body is neither JSON nor, for imports, CSV.",
+        "Send Content-Type: application/json (or text/csv for POST /employees/import)."),
+    IdempotencyKeyReused = ("IDEMPOTENCY_KEY_REUSED", 422,
+        "The Idempotency-Key was already used for a different request (another operation, path or body).",
+        "Send a new UUID v4 as Idempotency-Key for a new request."),
+    RateLimited = ("RATE_LIMITED", 429,
+        "The API key sent more requests than its rate limit allows.",
+        "Wait details.retry_after_seconds (the Retry-After header) and send the request again."),
+    InternalError = ("INTERNAL_ERROR", 500,
+        "An unexpected error on the server; it has been logged.",
+        "Retry with the same Idempotency-Key; if it persists, report the request_id."),
+    CexConnectionFailed = ("CEX_CONNECTION_FAILED", 502,
+        "The exchange could not be reached or answered with an error.",
+        "Retry in a few seconds; the exchange's status is shown by GET /api/v1/treasury/balance."),
+    ServiceUnavailable = ("SERVICE_UNAVAILABLE", 503,
+        "The service cannot take the request now (database unreachable, shutting down or overloaded).",
+        "Retry in a few seconds with the same Idempotency-Key."),
+}
+
+/// One invalid field: `field` is a dotted JSON path such as `items[0].amount_usd_cents`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// An error answer of the API.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub details: Map<String, Value>,
+    pub hint: Option<String>,
+    /// Seconds for the `Retry-After` header of a 429.
+    pub retry_after: Option<u64>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+            details: Map::new(),
+            hint: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn detail(mut self, key: &str, value: impl Into<Value>) -> ApiError {
+        self.details.insert(key.to_owned(), value.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> ApiError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// 400 with every invalid field listed.
+    pub fn validation(errors: Vec<FieldError>) -> ApiError {
+        Self::field_errors(ErrorCode::InvalidRequestBody, "request body", errors)
+    }
+
+    /// 400 for bad query parameters.
+    pub fn query(errors: Vec<FieldError>) -> ApiError {
+        Self::field_errors(ErrorCode::InvalidQueryParameter, "query", errors)
+    }
+
+    fn field_errors(code: ErrorCode, what: &str, errors: Vec<FieldError>) -> ApiError {
+        let message = match errors.as_slice() {
+            [one] => format!("Invalid {what}: {}: {}", one.field, one.message),
+            many => format!("Invalid {what}: {} fields are invalid", many.len()),
+        };
+        ApiError::new(code, message).detail("validation_errors", json!(errors))
+    }
+
+    pub fn not_found(resource_type: &str, id: &str) -> ApiError {
+        ApiError::new(
+            ErrorCode::ResourceNotFound,
+            format!("No {resource_type} with id {id}."),
+        )
+        .detail("resource_type", resource_type)
+        .detail("resource_id", id)
+    }
+
+    pub fn insufficient_scope(required: &[&str], granted: &[String]) -> ApiError {
+        ApiError::new(
+            ErrorCode::InsufficientScope,
+            format!(
+                "This operation requires the scope {}.",
+                required.join(" or ")
+            ),
+        )
+        .detail("required_scopes", json!(required))
+        .detail("granted_scopes", json!(granted))
+    }
+
+    /// 500 for a bug: the cause is logged here and never sent.
+    pub fn internal(cause: impl std::fmt::Display) -> ApiError {
+        tracing::error!(error = %cause, "internal error");
+        ApiError::new(
+            ErrorCode::InternalError,
+            "An unexpected error occurred on the server.",
+        )
+    }
+
+    pub fn unavailable(reason: impl Into<String>) -> ApiError {
+        ApiError::new(ErrorCode::ServiceUnavailable, reason)
+    }
+
+    /// The wire body, given the request id of the answer.
+    pub fn body(&self, request_id: &str) -> Value {
+        let code = self.code.as_str();
+        json!({
+            "error": {
+                "code": code,
+                "message": self.message,
+                "details": self.details,
+                "recovery_hint": self.hint.as_deref().unwrap_or(self.code.default_hint()),
+                "docs_url": format!("/api/v1/docs#{code}"),
+            },
+            "api_version": API_VERSION,
+            "request_id": request_id,
+        })
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl From<sea_orm::DbErr> for ApiError {
+    fn from(err: sea_orm::DbErr) -> ApiError {
+        match err {
+            sea_orm::DbErr::ConnectionAcquire(_) | sea_orm::DbErr::Conn(_) => {
+                tracing::error!(error = %err, "database unavailable");
+                ApiError::unavailable("The database is unavailable.")
+            }
+            other => ApiError::internal(other),
+        }
+    }
+}
+
+impl From<actix::MailboxError> for ApiError {
+    fn from(err: actix::MailboxError) -> ApiError {
+        tracing::error!(error = %err, "actor mailbox unavailable");
+        ApiError::unavailable("The service is shutting down or overloaded.")
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    /// The request id is filled in by the request gate, which owns it; a response rendered
+    /// outside it carries an empty one.
+    fn error_response(&self) -> HttpResponse {
+        self.response(None)
+    }
+}
+
+impl ApiError {
+    /// The full error answer; without a request id its body is completed by the gate.
+    pub fn response(&self, request_id: Option<&str>) -> HttpResponse {
+        let mut builder = HttpResponse::build(self.status_code());
+        if let Some(seconds) = self.retry_after {
+            builder.insert_header(("Retry-After", seconds.to_string()));
+        }
+        if self.code == ErrorCode::MethodNotAllowed
+            && let Some(Value::Array(methods)) = self.details.get("allowed_methods")
+        {
+            let allow: Vec<&str> = methods.iter().filter_map(Value::as_str).collect();
+            builder.insert_header(("Allow", allow.join(", ")));
+        }
+        builder
+            .content_type("application/json; charset=utf-8")
+            .body(self.body(request_id.unwrap_or_default()).to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_hints_are_sentences() {
+        let mut seen = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
+            assert!(seen.insert(code.as_str()), "duplicate {}", code.as_str());
+            assert!(code.default_hint().ends_with('.'));
+            assert!(code.status().is_client_error() || code.status().is_server_error());
+        }
+    }
+
+    #[test]
+    fn body_has_the_contract_shape() {
+        let err = ApiError::not_found("payroll_run", "run_x");
+        let body = err.body("req_1");
+        assert_eq!(body["error"]["code"], "RESOURCE_NOT_FOUND");
+        assert_eq!(body["error"]["details"]["resource_id"], "run_x");
+        assert_eq!(body["error"]["docs_url"], "/api/v1/docs#RESOURCE_NOT_FOUND");
+        assert_eq!(body["request_id"], "req_1");
+        assert_eq!(body["api_version"], API_VERSION);
+    }
+}

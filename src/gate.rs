@@ -1,0 +1,483 @@
+//! The request gate: one middleware in front of every route. For `/api/v1` it applies the
+//! contract's order of checks (CONTRACT §1): route (404/405) → authentication (401) → scope
+//! (403) → rate limit (429) → `Api-Version` (400) → `Idempotency-Key` (400) → replay / in use /
+//! reused → size and media type (413/415); then the handler validates the body. Everywhere it
+//! sets the request id, completes error bodies, and records the audit entry of every API
+//! request that did not commit its own.
+
+use std::rc::Rc;
+
+use actix_web::{
+    Error, HttpMessage,
+    body::{BoxBody, MessageBody},
+    dev::{ServiceRequest, ServiceResponse},
+    http::{
+        Method, StatusCode,
+        header::{self, HeaderMap, HeaderName, HeaderValue},
+    },
+    middleware::Next,
+    web,
+};
+use chrono::Duration;
+use futures_util::StreamExt;
+use governor::clock::{Clock, DefaultClock};
+use payroll_actors::audit_writer::RecordAudit;
+use payroll_entities::{ApiKeyStatus, api_key, ids, time};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+use serde_json::json;
+
+use crate::{
+    api::{
+        API_VERSION, ApiRequest, AuditRecorded, BodyType, Caller, IdempotencyClaim, RequestInfo,
+    },
+    audit::{self, RequestFacts},
+    auth,
+    error::{ApiError, ErrorCode},
+    idempotency::{self, Verdict},
+    routes::{self, Access, BodyKind},
+    state::AppState,
+};
+
+const API_PREFIX: &str = "/api/v1";
+
+enum Admission {
+    Proceed(Box<RequestInfo>),
+    Replay { status: u16, body: String },
+}
+
+pub async fn gate<B: MessageBody + 'static>(
+    mut req: ServiceRequest,
+    next: Next<B>,
+) -> Result<ServiceResponse<BoxBody>, Error> {
+    let request_id = request_id_of(req.headers());
+    let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
+        let err = ApiError::internal("application state missing");
+        return Ok(finish(
+            req.into_response(err.response(Some(&request_id))),
+            &request_id,
+        ));
+    };
+    let path = req.path().to_owned();
+    let Some(api_path) = path
+        .strip_prefix(API_PREFIX)
+        .filter(|p| p.is_empty() || p.starts_with('/'))
+    else {
+        let res = next.call(req).await?.map_into_boxed_body();
+        return Ok(finish(res, &request_id));
+    };
+    let api_path = if api_path.is_empty() { "/" } else { api_path };
+
+    let mut facts = RequestFacts {
+        request_id: request_id.clone(),
+        method: req.method().to_string(),
+        path: path.clone(),
+        // Recorded for refusals too, when it is well-formed.
+        idempotency_key: req
+            .headers()
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| idempotency::parse_key(Some(v)).ok()),
+        ..RequestFacts::default()
+    };
+    let (res, claim, details) = match admit(&mut req, &state, &mut facts, api_path).await {
+        Ok(Admission::Proceed(info)) => {
+            let claim = info.claim.clone();
+            req.extensions_mut().insert(ApiRequest(Rc::new(*info)));
+            match next.call(req).await {
+                Ok(res) => (res.map_into_boxed_body(), claim, json!({})),
+                Err(err) => {
+                    let status = err.as_response_error().status_code().as_u16();
+                    after(&state, &facts, claim.as_ref(), status, json!({})).await;
+                    return Err(err);
+                }
+            }
+        }
+        Ok(Admission::Replay { status, body }) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            let response = actix_web::HttpResponse::build(status)
+                .content_type("application/json; charset=utf-8")
+                .insert_header(("Idempotent-Replayed", "true"))
+                .body(body);
+            (
+                req.into_response(response),
+                None,
+                json!({"idempotent_replay": true}),
+            )
+        }
+        Err(err) => (
+            req.into_response(err.response(Some(&request_id))),
+            None,
+            json!({}),
+        ),
+    };
+    let res = finish(res, &request_id);
+    if !res.response().extensions().contains::<AuditRecorded>() {
+        after(
+            &state,
+            &facts,
+            claim.as_ref(),
+            res.status().as_u16(),
+            details,
+        )
+        .await;
+    } else if let Some(claim) = claim.as_ref().filter(|_| !res.status().is_success()) {
+        release(&state, claim).await;
+    }
+    Ok(res)
+}
+
+/// Releases the claim of a failed write and records the request's audit entry (batched).
+async fn after(
+    state: &AppState,
+    facts: &RequestFacts,
+    claim: Option<&IdempotencyClaim>,
+    status: u16,
+    details: serde_json::Value,
+) {
+    if let Some(claim) = claim.filter(|_| !(200..300).contains(&status)) {
+        release(state, claim).await;
+    }
+    state.audit.do_send(RecordAudit(audit::request_entry(
+        facts, status, None, details,
+    )));
+}
+
+async fn release(state: &AppState, claim: &IdempotencyClaim) {
+    if let Err(err) = idempotency::release(&state.db, claim).await {
+        tracing::warn!(error = %err, "idempotency claim not released; it expires by itself");
+    }
+}
+
+async fn admit(
+    req: &mut ServiceRequest,
+    state: &web::Data<AppState>,
+    facts: &mut RequestFacts,
+    api_path: &str,
+) -> Result<Admission, ApiError> {
+    let (route, params) = routes::match_route(req.method(), api_path)?;
+    facts.operation = Some(route.operation);
+
+    let caller = match route.access {
+        Access::Public => None,
+        Access::AnyOf(required) => {
+            let caller = authenticate(state, req.headers()).await?;
+            facts.api_key_id = Some(caller.key_id.clone());
+            if !required.iter().any(|s| auth::grants(&caller.scopes, *s)) {
+                let names: Vec<&str> = required.iter().map(|s| s.as_str()).collect();
+                return Err(ApiError::insufficient_scope(&names, &caller.scopes));
+            }
+            rate_limit(state, &caller.key_id)?;
+            Some(caller)
+        }
+    };
+
+    if let Some(version) = req.headers().get("api-version")
+        && version.to_str().ok().map(str::trim) != Some(API_VERSION)
+    {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedApiVersion,
+            format!(
+                "Api-Version `{}` is not supported; this server speaks {API_VERSION}.",
+                String::from_utf8_lossy(version.as_bytes())
+            ),
+        )
+        .detail("supported_versions", json!([API_VERSION])));
+    }
+
+    let is_write = matches!(*req.method(), Method::POST | Method::PATCH | Method::DELETE);
+    let idempotency_key = if is_write {
+        let header = req
+            .headers()
+            .get("idempotency-key")
+            .map(|v| v.to_str().unwrap_or("\u{fffd}"));
+        let key = idempotency::parse_key(header)?;
+        facts.idempotency_key = Some(key.clone());
+        Some(key)
+    } else {
+        None
+    };
+
+    let limit = match route.body {
+        BodyKind::Import => state.settings.api.max_import_bytes,
+        _ => state.settings.api.max_body_bytes,
+    };
+    let body = if route.body == BodyKind::None {
+        Ok(web::Bytes::new())
+    } else {
+        read_body(req, limit).await
+    };
+
+    let claim = match (idempotency_key, &caller) {
+        (Some(key), Some(caller)) => {
+            let fingerprint = match &body {
+                Ok(bytes) => idempotency::fingerprint(route.operation, &params, bytes),
+                // An oversized body matches no stored request.
+                Err(_) => format!("{};oversized", route.operation),
+            };
+            let claim = IdempotencyClaim {
+                lineage_id: caller.lineage_id.clone(),
+                key,
+                fingerprint,
+            };
+            match idempotency::check(&state.db, &claim.lineage_id, &claim.key, &claim.fingerprint)
+                .await?
+            {
+                Verdict::Replay { status, body } => return Ok(Admission::Replay { status, body }),
+                verdict => {
+                    if let Some(err) = idempotency::verdict_error(&verdict) {
+                        return Err(err);
+                    }
+                }
+            }
+            Some(claim)
+        }
+        _ => None,
+    };
+
+    let body = body.map_err(|limit| {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("The request body is larger than {limit} bytes."),
+        )
+        .detail("limit_bytes", limit as u64)
+    })?;
+    let body_type = media_type(req.headers(), route.body, &body)?;
+
+    if let Some(claim) = &claim {
+        match idempotency::claim(&state.db, &state.settings.idempotency, claim).await? {
+            Verdict::Proceed => {}
+            Verdict::Replay { status, body } => return Ok(Admission::Replay { status, body }),
+            verdict => {
+                return Err(idempotency::verdict_error(&verdict)
+                    .unwrap_or_else(|| ApiError::internal("unexpected idempotency verdict")));
+            }
+        }
+    }
+
+    Ok(Admission::Proceed(Box::new(RequestInfo {
+        request_id: facts.request_id.clone(),
+        route,
+        params,
+        caller,
+        claim,
+        body,
+        body_type,
+        query: req.query_string().to_owned(),
+        path: facts.path.clone(),
+        state: state.clone(),
+    })))
+}
+
+/// Looks the bearer key up by its keyed hash and checks it is usable now.
+async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+    let invalid = |why: &str| ApiError::new(ErrorCode::InvalidApiKey, format!("{why}."));
+    let Some(header) = headers.get(header::AUTHORIZATION) else {
+        return Err(invalid("The Authorization header is missing"));
+    };
+    let token = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or_else(|| invalid("The Authorization header must be `Bearer <API key>`"))?;
+    if !auth::is_well_formed_key(token) {
+        return Err(invalid(
+            "The API key is malformed (keys start with mpk_live_)",
+        ));
+    }
+    let hash = auth::hash_key(state.pepper.expose().as_bytes(), token);
+    let key = api_key::Entity::find()
+        .filter(api_key::Column::KeyHash.eq(hash))
+        .one(&state.db.conn)
+        .await?
+        .ok_or_else(|| invalid("The API key is not known"))?;
+    let now = time::now();
+    match auth::key_status(&key, now) {
+        (ApiKeyStatus::Revoked, _) => return Err(invalid("The API key has been revoked")),
+        (ApiKeyStatus::Expired, at) => {
+            let at = at.map(|t| time::format(&t));
+            return Err(ApiError::new(
+                ErrorCode::ApiKeyExpired,
+                format!(
+                    "The API key expired at {}.",
+                    at.as_deref().unwrap_or("an earlier time")
+                ),
+            )
+            .detail("expired_at", json!(at)));
+        }
+        (ApiKeyStatus::Active, _) => {}
+    }
+    if key
+        .last_used_at
+        .is_none_or(|t| now - t >= Duration::minutes(1))
+    {
+        touch_key(state.db.clone(), key.id.clone(), now);
+    }
+    Ok(Caller {
+        scopes: auth::parse_scope_list(&key.scopes),
+        key_id: key.id,
+        lineage_id: key.lineage_id,
+    })
+}
+
+/// Updates `last_used_at` (at most once a minute) without delaying the request.
+fn touch_key(db: payroll_entities::db::Db, key_id: String, now: chrono::DateTime<chrono::Utc>) {
+    use sea_orm::sea_query::ExprTrait;
+    actix_web::rt::spawn(async move {
+        let result = async {
+            let tx = db.begin_write().await?;
+            api_key::Entity::update_many()
+                .col_expr(api_key::Column::LastUsedAt, Expr::value(now))
+                .filter(api_key::Column::Id.eq(key_id))
+                .filter(
+                    api_key::Column::LastUsedAt
+                        .is_null()
+                        .or(api_key::Column::LastUsedAt.lt(now - Duration::minutes(1))),
+                )
+                .exec(&*tx)
+                .await?;
+            tx.commit().await
+        }
+        .await;
+        if let Err(err) = result {
+            tracing::debug!(error = %err, "last_used_at not updated");
+        }
+    });
+}
+
+fn rate_limit(state: &AppState, key_id: &str) -> Result<(), ApiError> {
+    match state.limiter.check_key(&key_id.to_owned()) {
+        Ok(()) => Ok(()),
+        Err(not_until) => {
+            let wait = not_until.wait_time_from(DefaultClock::default().now());
+            let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            let seconds = seconds.max(1);
+            let mut err = ApiError::new(
+                ErrorCode::RateLimited,
+                "This API key sent more requests than its rate limit allows.",
+            )
+            .detail("retry_after_seconds", seconds);
+            err.retry_after = Some(seconds);
+            Err(err)
+        }
+    }
+}
+
+/// Reads the body, or answers the limit it exceeds.
+async fn read_body(req: &mut ServiceRequest, limit: usize) -> Result<web::Bytes, usize> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(limit);
+    }
+    let mut payload = req.take_payload();
+    let mut body = web::BytesMut::new();
+    while let Some(chunk) = payload.next().await {
+        // A broken upload reads as whatever arrived; validation then refuses it.
+        let Ok(chunk) = chunk else { break };
+        if body.len() + chunk.len() > limit {
+            return Err(limit);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// JSON (also when no Content-Type is sent), or CSV where the route takes it.
+fn media_type(headers: &HeaderMap, kind: BodyKind, body: &[u8]) -> Result<BodyType, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(BodyType::Json);
+    }
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(BodyType::Json);
+    };
+    let essence = value
+        .to_str()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" => Ok(BodyType::Json),
+        "text/csv" if kind == BodyKind::Import => Ok(BodyType::Csv),
+        other => Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!(
+                "Content-Type `{other}` is not accepted here; send {}.",
+                if kind == BodyKind::Import {
+                    "application/json or text/csv"
+                } else {
+                    "application/json"
+                }
+            ),
+        )
+        .detail("content_type", other)),
+    }
+}
+
+/// A client's `X-Request-Id` of 1–64 `[A-Za-z0-9_-]`, or a new one.
+fn request_id_of(headers: &HeaderMap) -> String {
+    headers
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| {
+            (1..=64).contains(&v.len())
+                && v.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        })
+        .map(str::to_owned)
+        .unwrap_or_else(|| ids::new_id(ids::IdKind::Request))
+}
+
+/// Sets the request id and version headers and writes the request id into error bodies.
+fn finish(res: ServiceResponse<BoxBody>, request_id: &str) -> ServiceResponse<BoxBody> {
+    let api_error = res
+        .response()
+        .error()
+        .map(|err| match err.as_error::<ApiError>() {
+            Some(api_error) => api_error.clone(),
+            None => foreign_error(err),
+        });
+    let mut res = match api_error {
+        Some(api_error) => {
+            let body = api_error.body(request_id).to_string();
+            res.map_body(|head, _| {
+                head.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json; charset=utf-8"),
+                );
+                BoxBody::new(body)
+            })
+        }
+        None => res,
+    };
+    let headers = res.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        headers.insert(HeaderName::from_static("x-request-id"), value);
+    }
+    headers.insert(
+        HeaderName::from_static("api-version"),
+        HeaderValue::from_static(API_VERSION),
+    );
+    res
+}
+
+/// An error raised by the framework rather than by our code, in our vocabulary.
+fn foreign_error(err: &actix_web::Error) -> ApiError {
+    let status = err.as_response_error().status_code();
+    let code = match status {
+        StatusCode::NOT_FOUND => ErrorCode::RouteNotFound,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::PayloadTooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ErrorCode::UnsupportedMediaType,
+        StatusCode::SERVICE_UNAVAILABLE => ErrorCode::ServiceUnavailable,
+        s if s.is_client_error() => ErrorCode::InvalidRequestBody,
+        _ => return ApiError::internal(err),
+    };
+    ApiError::new(code, err.to_string())
+}

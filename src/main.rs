@@ -1,0 +1,54 @@
+use std::process::ExitCode;
+
+use clap::Parser;
+use payroll::{
+    admin,
+    cli::{AdminCommand, Cli, Command},
+    config::Settings,
+    startup::{self, Application},
+    telemetry,
+};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let settings = match Settings::load(cli.config.as_deref()) {
+        Ok(settings) => settings,
+        Err(err) => {
+            eprintln!("payroll: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::init(&settings.log);
+    let result = actix_web::rt::System::new().block_on(async move {
+        match cli.command {
+            Command::Serve => {
+                Application::build(settings)
+                    .await?
+                    .run_until_stopped()
+                    .await
+            }
+            Command::Migrate => {
+                startup::connect_and_migrate(&settings).await?;
+                eprintln!("payroll: database is up to date");
+                Ok(())
+            }
+            Command::Admin(AdminCommand::CreateKey {
+                name,
+                scopes,
+                expires_at,
+            }) => {
+                let key =
+                    admin::create_key(&settings, &name, &scopes, expires_at.as_deref()).await?;
+                println!("{}", serde_json::to_string_pretty(&key)?);
+                Ok(())
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("payroll: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The OpenAPI 3.1 document. Operations and schemas are derived from the handlers' types with
+//! `utoipa`; the route table then adds what it owns: required scopes (`x-required-scopes`),
+//! the `Idempotency-Key` header of every write, the response envelope, the error responses
+//! and the `/runs` aliases.
+
+use std::sync::OnceLock;
+
+use serde_json::{Map, Value, json};
+use utoipa::OpenApi;
+
+use crate::{
+    api::API_VERSION,
+    error::ErrorCode,
+    routes::{self, ROUTES, api_keys, audit_log, docs, employees, runs},
+};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Payroll disbursement API",
+        description = "Payroll runs paid out in USDC through an exchange account. Every write takes an Idempotency-Key (UUID v4); every call but this document and /docs takes Authorization: Bearer <API key>.",
+    ),
+    paths(
+        docs::openapi_document,
+        docs::docs_page,
+        api_keys::list,
+        api_keys::create,
+        api_keys::get,
+        api_keys::rotate,
+        api_keys::revoke,
+        employees::list,
+        employees::create,
+        employees::import,
+        employees::get,
+        employees::update,
+        employees::deactivate,
+        runs::list,
+        runs::create,
+        runs::get,
+        runs::payouts,
+        runs::cancel,
+        runs::archive,
+        audit_log::list,
+    ),
+    components(schemas(crate::api::Pagination))
+)]
+struct ApiDoc;
+
+/// The document as JSON text, built once.
+pub fn document_json() -> &'static str {
+    static DOCUMENT: OnceLock<String> = OnceLock::new();
+    DOCUMENT.get_or_init(|| document().to_string())
+}
+
+/// The document as a JSON value.
+pub fn document() -> Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).unwrap_or_else(|_| json!({}));
+    doc["openapi"] = json!("3.1.0");
+    doc["info"]["version"] = json!(API_VERSION);
+    doc["servers"] = json!([{"url": "/api/v1"}]);
+    let components = doc["components"]
+        .as_object_mut()
+        .map(std::mem::take)
+        .unwrap_or_default();
+    let mut components = Value::Object(components);
+    components["securitySchemes"] = json!({
+        "bearer": {"type": "http", "scheme": "bearer", "description": "An API key: mpk_live_…"}
+    });
+    components["schemas"]["Error"] = error_schema();
+    components["parameters"]["IdempotencyKey"] = json!({
+        "name": "Idempotency-Key", "in": "header", "required": true,
+        "description": "A UUID v4 for this write; send the same key to retry it safely.",
+        "schema": {"type": "string", "format": "uuid"}
+    });
+    doc["components"] = components;
+
+    let mut paths = doc["paths"]
+        .as_object_mut()
+        .map(std::mem::take)
+        .unwrap_or_default();
+    for spec in ROUTES {
+        let method = spec.method.as_str().to_ascii_lowercase();
+        let Some(op) = paths
+            .get_mut(spec.path)
+            .and_then(|item| item.get_mut(&method))
+        else {
+            continue;
+        };
+        decorate(op, spec);
+    }
+    // The /runs aliases: the same operations, marked as aliases so operationIds stay unique.
+    let aliases: Vec<(String, Value)> = paths
+        .iter()
+        .filter_map(|(path, item)| {
+            let alias = path
+                .strip_prefix("/payroll-runs")
+                .map(|rest| format!("/runs{rest}"))?;
+            let mut item = item.clone();
+            if let Some(ops) = item.as_object_mut() {
+                for op in ops.values_mut() {
+                    if let Some(op) = op.as_object_mut()
+                        && let Some(id) = op.remove("operationId")
+                    {
+                        op.insert("x-alias-of".into(), id);
+                    }
+                }
+            }
+            Some((alias, item))
+        })
+        .collect();
+    paths.extend(aliases);
+    doc["paths"] = Value::Object(paths);
+    doc
+}
+
+fn error_schema() -> Value {
+    let codes: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+    json!({
+        "type": "object",
+        "required": ["error", "api_version", "request_id"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message", "details", "recovery_hint", "docs_url"],
+                "properties": {
+                    "code": {"type": "string", "enum": codes},
+                    "message": {"type": "string"},
+                    "details": {"type": "object", "description": "Context; validation errors list every invalid field as {field, message}."},
+                    "recovery_hint": {"type": "string", "description": "What to do next, in one sentence."},
+                    "docs_url": {"type": "string"}
+                }
+            },
+            "api_version": {"type": "string"},
+            "request_id": {"type": "string"}
+        }
+    })
+}
+
+/// Adds what the route table knows to one operation.
+fn decorate(op: &mut Value, spec: &routes::RouteSpec) {
+    let scopes = spec.scope_names();
+    if scopes.is_empty() {
+        op["security"] = json!([]);
+    } else {
+        op["security"] = json!([{"bearer": []}]);
+        op["x-required-scopes"] = json!(scopes);
+        let prefix = if scopes.len() > 1 {
+            "Requires one of the scopes"
+        } else {
+            "Requires the scope"
+        };
+        let text = format!("{prefix} {}.", scopes.join(", "));
+        op["description"] = json!(match op.get("description").and_then(Value::as_str) {
+            Some(d) if !d.is_empty() => format!("{d}\n\n{text}"),
+            _ => text,
+        });
+    }
+    if spec.is_write() {
+        let params = op
+            .as_object_mut()
+            .map(|o| o.entry("parameters").or_insert_with(|| json!([])));
+        if let Some(Value::Array(params)) = params {
+            params.push(json!({"$ref": "#/components/parameters/IdempotencyKey"}));
+        }
+    }
+    let mut responses = op["responses"]
+        .as_object_mut()
+        .map(std::mem::take)
+        .unwrap_or_default();
+    for (status, response) in responses.iter_mut() {
+        if status.starts_with('2') {
+            wrap_in_envelope(response);
+        }
+    }
+    for (status, when) in error_statuses(spec) {
+        responses.entry(status.to_string()).or_insert_with(|| {
+            json!({
+                "description": when,
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+            })
+        });
+    }
+    op["responses"] = Value::Object(responses);
+}
+
+/// Puts a JSON success schema inside `{data, api_version, request_id}` (and `pagination` for
+/// lists).
+fn wrap_in_envelope(response: &mut Value) {
+    let Some(schema) = response.pointer_mut("/content/application~1json/schema") else {
+        return;
+    };
+    let inner = std::mem::take(schema);
+    let is_list = inner.get("type").and_then(Value::as_str) == Some("array");
+    let mut properties = Map::new();
+    properties.insert("data".into(), inner);
+    if is_list {
+        properties.insert(
+            "pagination".into(),
+            json!({"$ref": "#/components/schemas/Pagination"}),
+        );
+    }
+    properties.insert(
+        "api_version".into(),
+        json!({"type": "string", "example": API_VERSION}),
+    );
+    properties.insert("request_id".into(), json!({"type": "string"}));
+    let mut required = vec!["data", "api_version", "request_id"];
+    if is_list {
+        required.push("pagination");
+    }
+    *schema = json!({"type": "object", "required": required, "properties": properties});
+}
+
+fn error_statuses(spec: &routes::RouteSpec) -> Vec<(u16, &'static str)> {
+    let mut out = vec![(
+        400,
+        "Invalid request (INVALID_REQUEST_BODY, INVALID_QUERY_PARAMETER, UNSUPPORTED_API_VERSION…)",
+    )];
+    if !spec.scope_names().is_empty() {
+        out.push((401, "Missing, unknown, revoked or expired API key"));
+        out.push((403, "The key lacks the required scope (INSUFFICIENT_SCOPE)"));
+        out.push((429, "Rate limited (RATE_LIMITED); see Retry-After"));
+    }
+    if spec.path.contains('{') {
+        out.push((404, "No such resource (RESOURCE_NOT_FOUND)"));
+    }
+    if spec.is_write() {
+        out.push((
+            409,
+            "Conflict: status transition, overlap, email taken, idempotency key in use…",
+        ));
+        out.push((413, "Body too large (PAYLOAD_TOO_LARGE)"));
+        out.push((415, "Body is not JSON (UNSUPPORTED_MEDIA_TYPE)"));
+        out.push((
+            422,
+            "Idempotency-Key reused for a different request (IDEMPOTENCY_KEY_REUSED)",
+        ));
+    }
+    out.push((500, "Unexpected server error (INTERNAL_ERROR)"));
+    out.push((
+        503,
+        "Database unavailable or shutting down (SERVICE_UNAVAILABLE)",
+    ));
+    out
+}

@@ -1,0 +1,230 @@
+//! `/api-keys`: issue, list, show, rotate and revoke API keys (scope `keys:manage`).
+
+use actix_web::{HttpResponse, http::StatusCode};
+use chrono::Duration;
+use payroll_entities::{api_key, ids, time};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, EntityTrait, IntoActiveModel, PaginatorTrait, QueryOrder,
+    QuerySelect,
+};
+use serde::Deserialize;
+use serde_json::json;
+use utoipa::ToSchema;
+
+use crate::{
+    api::ApiRequest,
+    audit::AuditRecord,
+    auth,
+    dates::{DateInput, DayEdge},
+    error::{ApiError, FieldError},
+    keys::{self, ApiKeyResource},
+};
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateApiKeyRequest {
+    /// A name saying who or what uses the key.
+    #[schema(value_type = String)]
+    pub name: Option<String>,
+    /// Scopes or wildcards (`payroll:*`); each must be held by the calling key.
+    #[schema(value_type = Vec<String>)]
+    pub scopes: Option<Vec<String>>,
+    /// When the key stops working (date-time or date); none means never.
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub expires_at: Option<DateInput>,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmptyRequest {}
+
+async fn find_key(req: &ApiRequest, id: &str) -> Result<api_key::Model, ApiError> {
+    let not_found = || ApiError::not_found("api_key", id);
+    if !ids::is_well_formed(ids::IdKind::ApiKey, id) {
+        return Err(not_found());
+    }
+    api_key::Entity::find_by_id(id.to_owned())
+        .one(&req.state().db.conn)
+        .await?
+        .ok_or_else(not_found)
+}
+
+#[utoipa::path(get, path = "/api-keys", operation_id = "listApiKeys", tag = "api-keys",
+    params(("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
+    responses((status = 200, description = "API keys, newest first", body = Vec<ApiKeyResource>)))]
+pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let mut query = req.query()?;
+    let page = query.page();
+    query.finish(&["limit", "offset"])?;
+    let db = &req.state().db.conn;
+    let total = api_key::Entity::find().count(db).await?;
+    let now = time::now();
+    let items: Vec<ApiKeyResource> = api_key::Entity::find()
+        .order_by_desc(api_key::Column::Id)
+        .limit(page.limit)
+        .offset(page.offset)
+        .all(db)
+        .await?
+        .iter()
+        .map(|k| ApiKeyResource::from_model(k, now))
+        .collect();
+    req.list(&items, page, total)
+}
+
+#[utoipa::path(post, path = "/api-keys", operation_id = "createApiKey", tag = "api-keys",
+    request_body = CreateApiKeyRequest,
+    responses((status = 201, description = "The new key; `key` is its plaintext, shown this once", body = ApiKeyResource)))]
+pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let body: CreateApiKeyRequest = req.json()?;
+    let caller = req.caller()?;
+    let mut errors = Vec::new();
+    let name = body.name.unwrap_or_default();
+    if name.trim().is_empty() {
+        errors.push(FieldError::new("name", "required: a non-empty name"));
+    } else if name.len() > 200 {
+        errors.push(FieldError::new("name", "at most 200 characters"));
+    }
+    let scopes = body.scopes.unwrap_or_default();
+    if scopes.is_empty() {
+        errors.push(FieldError::new(
+            "scopes",
+            "required: a non-empty list of scopes",
+        ));
+    }
+    for (i, scope) in scopes.iter().enumerate() {
+        if !auth::is_known_scope(scope) {
+            errors.push(FieldError::new(
+                format!("scopes[{i}]"),
+                format!(
+                    "unknown scope `{scope}`; known: {}, {}",
+                    auth::all_scope_names().join(", "),
+                    auth::Scope::WILDCARDS.join(", ")
+                ),
+            ));
+        }
+    }
+    let now = time::now();
+    let expires_at = body.expires_at.map(|d| d.resolve(DayEdge::End));
+    if expires_at.is_some_and(|t| t <= now) {
+        errors.push(FieldError::new("expires_at", "must be in the future"));
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let beyond: Vec<&str> = scopes
+        .iter()
+        .filter(|s| !auth::may_delegate(&caller.scopes, s))
+        .map(String::as_str)
+        .collect();
+    if !beyond.is_empty() {
+        return Err(ApiError::insufficient_scope(&beyond, &caller.scopes)
+            .hint("A key can only be given scopes its creator holds; ask a key holding them to create it."));
+    }
+    let mut scopes = scopes;
+    scopes.dedup();
+    let state = req.state();
+    let (model, plaintext) = keys::new_key(
+        state.pepper.expose().as_bytes(),
+        name.trim(),
+        &scopes,
+        expires_at,
+        None,
+    );
+    let tx = state.db.begin_write().await?;
+    api_key::Entity::insert(model.clone().into_active_model())
+        .exec_without_returning(&*tx)
+        .await?;
+    let shown = ApiKeyResource::from_model(&model, now).with_plaintext(plaintext);
+    let record = AuditRecord::new("API_KEY_CREATED", "api_key", &model.id)
+        .details(json!({"name": model.name, "scopes": scopes}));
+    req.commit(
+        tx,
+        StatusCode::CREATED,
+        &shown,
+        Some(&shown.redacted()),
+        record,
+    )
+    .await
+}
+
+#[utoipa::path(get, path = "/api-keys/{key_id}", operation_id = "getApiKey", tag = "api-keys",
+    params(("key_id" = String, Path)),
+    responses((status = 200, description = "The key", body = ApiKeyResource)))]
+pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    req.query()?.finish(&[])?;
+    let key = find_key(&req, req.param("key_id")).await?;
+    req.ok(&ApiKeyResource::from_model(&key, time::now()))
+}
+
+#[utoipa::path(post, path = "/api-keys/{key_id}/rotate", operation_id = "rotateApiKey", tag = "api-keys",
+    params(("key_id" = String, Path)), request_body(content = Option<EmptyRequest>),
+    responses((status = 201, description = "The new key with the same name and scopes; the old one works for `auth.rotation_grace_seconds` more", body = ApiKeyResource)))]
+pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let old = find_key(&req, req.param("key_id")).await?;
+    let now = time::now();
+    let (status, _) = auth::key_status(&old, now);
+    if status != payroll_entities::ApiKeyStatus::Active {
+        return Err(ApiError::new(
+            crate::error::ErrorCode::InvalidStatusTransition,
+            format!("Only an ACTIVE key can be rotated; this one is {status}."),
+        )
+        .detail("current_status", status.as_str())
+        .detail("allowed_operations", json!([]))
+        .detail("allowed_transitions", json!([]))
+        .hint("Create a new key with POST /api/v1/api-keys instead."));
+    }
+    let state = req.state();
+    let scopes = auth::parse_scope_list(&old.scopes);
+    let (model, plaintext) = keys::new_key(
+        state.pepper.expose().as_bytes(),
+        &old.name,
+        &scopes,
+        old.expires_at,
+        Some(&old),
+    );
+    let grace_end = now + Duration::seconds(state.settings.auth.rotation_grace_seconds as i64);
+    let tx = state.db.begin_write().await?;
+    api_key::Entity::insert(model.clone().into_active_model())
+        .exec_without_returning(&*tx)
+        .await?;
+    let mut retiring = old.clone().into_active_model();
+    retiring.grace_expires_at = Set(Some(
+        old.grace_expires_at.map_or(grace_end, |g| g.min(grace_end)),
+    ));
+    retiring.update(&*tx).await?;
+    let shown = ApiKeyResource::from_model(&model, now).with_plaintext(plaintext);
+    let record = AuditRecord::new("API_KEY_ROTATED", "api_key", &model.id).details(json!({
+        "rotated_from": old.id,
+        "old_key_valid_until": time::format(&grace_end),
+    }));
+    req.commit(
+        tx,
+        StatusCode::CREATED,
+        &shown,
+        Some(&shown.redacted()),
+        record,
+    )
+    .await
+}
+
+#[utoipa::path(delete, path = "/api-keys/{key_id}", operation_id = "revokeApiKey", tag = "api-keys",
+    params(("key_id" = String, Path)),
+    responses((status = 200, description = "The key, now REVOKED", body = ApiKeyResource)))]
+pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let key = find_key(&req, req.param("key_id")).await?;
+    let now = time::now();
+    let tx = req.state().db.begin_write().await?;
+    let revoked = if key.revoked_at.is_some() {
+        key
+    } else {
+        let mut active = key.into_active_model();
+        active.revoked_at = Set(Some(now));
+        active.update(&*tx).await?
+    };
+    let shown = ApiKeyResource::from_model(&revoked, now);
+    let record = AuditRecord::new("API_KEY_REVOKED", "api_key", &revoked.id);
+    req.commit::<_, ApiKeyResource>(tx, StatusCode::OK, &shown, None, record)
+        .await
+}

@@ -1,0 +1,388 @@
+//! Every route of the API in one table: method, path, operationId, required scopes and body
+//! kind. The gate authorises from it, `configure` registers from it, and the OpenAPI document
+//! is checked against it. Run routes exist under `/payroll-runs` and the `/runs` alias.
+
+pub mod api_keys;
+pub mod audit_log;
+pub mod docs;
+pub mod employees;
+pub mod health;
+pub mod runs;
+
+use actix_web::{HttpRequest, Route, http::Method, web};
+use serde_json::json;
+
+use crate::{
+    auth::Scope,
+    error::{ApiError, ErrorCode},
+};
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy)]
+pub enum Access {
+    Public,
+    /// A key holding any one of these scopes.
+    AnyOf(&'static [Scope]),
+}
+
+/// What body a route reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    None,
+    Json,
+    /// JSON or CSV, up to `api.max_import_bytes`.
+    Import,
+}
+
+pub struct RouteSpec {
+    pub method: Method,
+    /// Relative to `/api/v1`, with `{name}` parameters.
+    pub path: &'static str,
+    pub operation: &'static str,
+    pub access: Access,
+    pub body: BodyKind,
+    pub handler: fn(Route) -> Route,
+}
+
+impl std::fmt::Debug for RouteSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({})", self.method, self.path, self.operation)
+    }
+}
+
+impl RouteSpec {
+    /// The `/runs` alias of a `/payroll-runs` path.
+    pub fn alias(&self) -> Option<String> {
+        self.path
+            .strip_prefix("/payroll-runs")
+            .map(|rest| format!("/runs{rest}"))
+    }
+
+    pub fn is_write(&self) -> bool {
+        matches!(self.method, Method::POST | Method::PATCH | Method::DELETE)
+    }
+
+    /// The scope names this route requires (any one of them).
+    pub fn scope_names(&self) -> Vec<&'static str> {
+        match self.access {
+            Access::Public => Vec::new(),
+            Access::AnyOf(scopes) => scopes.iter().map(|s| s.as_str()).collect(),
+        }
+    }
+}
+
+const fn any(scopes: &'static [Scope]) -> Access {
+    Access::AnyOf(scopes)
+}
+
+use Scope::*;
+
+pub static ROUTES: &[RouteSpec] = &[
+    RouteSpec {
+        method: Method::GET,
+        path: "/openapi.json",
+        operation: "getOpenApiDocument",
+        access: Access::Public,
+        body: BodyKind::None,
+        handler: |r| r.to(docs::openapi_document),
+    },
+    RouteSpec {
+        method: Method::GET,
+        path: "/docs",
+        operation: "getApiDocs",
+        access: Access::Public,
+        body: BodyKind::None,
+        handler: |r| r.to(docs::docs_page),
+    },
+    RouteSpec {
+        method: Method::GET,
+        path: "/api-keys",
+        operation: "listApiKeys",
+        access: any(&[KeysManage]),
+        body: BodyKind::None,
+        handler: |r| r.to(api_keys::list),
+    },
+    RouteSpec {
+        method: Method::POST,
+        path: "/api-keys",
+        operation: "createApiKey",
+        access: any(&[KeysManage]),
+        body: BodyKind::Json,
+        handler: |r| r.to(api_keys::create),
+    },
+    RouteSpec {
+        method: Method::GET,
+        path: "/api-keys/{key_id}",
+        operation: "getApiKey",
+        access: any(&[KeysManage]),
+        body: BodyKind::None,
+        handler: |r| r.to(api_keys::get),
+    },
+    RouteSpec {
+        method: Method::DELETE,
+        path: "/api-keys/{key_id}",
+        operation: "revokeApiKey",
+        access: any(&[KeysManage]),
+        body: BodyKind::Json,
+        handler: |r| r.to(api_keys::revoke),
+    },
+    RouteSpec {
+        method: Method::POST,
+        path: "/api-keys/{key_id}/rotate",
+        operation: "rotateApiKey",
+        access: any(&[KeysManage]),
+        body: BodyKind::Json,
+        handler: |r| r.to(api_keys::rotate),
+    },
+    RouteSpec {
+        method: Method::GET,
+        path: "/employees",
+        operation: "listEmployees",
+        access: any(&[EmployeesRead]),
+        body: BodyKind::None,
+        handler: |r| r.to(employees::list),
+    },
+    RouteSpec {
+        method: Method::POST,
+        path: "/employees",
+        operation: "createEmployee",
+        access: any(&[EmployeesWrite]),
+        body: BodyKind::Json,
+        handler: |r| r.to(employees::create),
+    },
+    RouteSpec {
+        method: Method::POST,
+        path: "/employees/import",
+        operation: "importEmployees",
+        access: any(&[EmployeesWrite]),
+        body: BodyKind::Import,
+        handler: |r| r.to(employees::import),
+    },
+    RouteSpec {
+        method: Method::GET,
+        path: "/employees/{employee_id}",
+        operation: "getEmployee",
+        access: any(&[EmployeesRead]),
+        body: BodyKind::None,
+        handler: |r| r.to(employees::get),
+    },
+    RouteSpec {
+        method: Method::PATCH,
+        path: "/employees/{employee_id}",
+        operation: "updateEmployee",
+        access: any(&[EmployeesWrite]),
+        body: BodyKind::Json,
+        handler: |r| r.to(employees::update),
+    },
+    RouteSpec {
+        method: Method::DELETE,
+        path: "/employees/{employee_id}",
+        operation: "deactivateEmployee",
+        access: any(&[EmployeesWrite]),
+        body: BodyKind::Json,
+        handler: |r| r.to(employees::deactivate),
+    },
+    RouteSpec {
+        method: Method::GET,
+        path: "/payroll-runs",
+        operation: "listPayrollRuns",
+        access: any(&[PayrollRead]),
+        body: BodyKind::None,
+        handler: |r| r.to(runs::list),
+    },
+    RouteSpec {
+        method: Method::POST,
+        path: "/payroll-runs",
+        operation: "createPayrollRun",
+        access: any(&[PayrollWrite]),
+        body: BodyKind::Json,
+        handler: |r| r.to(runs::create),
+    },
+    RouteSpec {
+        method: Method::GET,
+        path: "/payroll-runs/{run_id}",
+        operation: "getPayrollRun",
+        access: any(&[PayrollRead]),
+        body: BodyKind::None,
+        handler: |r| r.to(runs::get),
+    },
+    RouteSpec {
+        method: Method::GET,
+        path: "/payroll-runs/{run_id}/payouts",
+        operation: "getPayrollRunPayouts",
+        access: any(&[PayrollRead]),
+        body: BodyKind::None,
+        handler: |r| r.to(runs::payouts),
+    },
+    RouteSpec {
+        method: Method::POST,
+        path: "/payroll-runs/{run_id}/cancel",
+        operation: "cancelPayrollRun",
+        access: any(&[PayrollWrite, PayrollExecute]),
+        body: BodyKind::Json,
+        handler: |r| r.to(runs::cancel),
+    },
+    RouteSpec {
+        method: Method::POST,
+        path: "/payroll-runs/{run_id}/archive",
+        operation: "archivePayrollRun",
+        access: any(&[PayrollWrite]),
+        body: BodyKind::Json,
+        handler: |r| r.to(runs::archive),
+    },
+    RouteSpec {
+        method: Method::GET,
+        path: "/audit-log",
+        operation: "listAuditEntries",
+        access: any(&[AuditRead]),
+        body: BodyKind::None,
+        handler: |r| r.to(audit_log::list),
+    },
+];
+
+/// Path parameters of a matched route: name and value.
+pub type PathParams = Vec<(&'static str, String)>;
+
+/// Matches `path` (relative to `/api/v1`) against `pattern`; returns the path parameters.
+fn match_pattern(pattern: &'static str, path: &str) -> Option<PathParams> {
+    let mut params = Vec::new();
+    let mut pattern_segments = pattern.split('/');
+    let mut path_segments = path.split('/');
+    loop {
+        match (pattern_segments.next(), path_segments.next()) {
+            (None, None) => return Some(params),
+            (Some(p), Some(s)) => {
+                if let Some(name) = p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                    if s.is_empty() {
+                        return None;
+                    }
+                    params.push((name, s.to_owned()));
+                } else if p != s {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The route for `method` and `path`, preferring literal segments over parameters;
+/// 404 `ROUTE_NOT_FOUND` or 405 `METHOD_NOT_ALLOWED` otherwise.
+pub fn match_route(
+    method: &Method,
+    path: &str,
+) -> Result<(&'static RouteSpec, PathParams), ApiError> {
+    let mut best: Option<(&'static RouteSpec, PathParams)> = None;
+    let mut allowed: Vec<&str> = Vec::new();
+    for spec in ROUTES {
+        let params = match_pattern(spec.path, path).or_else(|| {
+            spec.path
+                .strip_prefix("/payroll-runs")
+                .and_then(|rest| path.strip_prefix("/runs").map(|p| (rest, p)))
+                .and_then(|(rest, p)| {
+                    // The alias shares the canonical pattern after its first segment.
+                    let pattern: &'static str = rest;
+                    match_pattern(pattern, p)
+                })
+        });
+        let Some(params) = params else { continue };
+        if spec.method == *method {
+            if best.as_ref().is_none_or(|(_, p)| params.len() < p.len()) {
+                best = Some((spec, params));
+            }
+        } else if !allowed.contains(&spec.method.as_str()) {
+            allowed.push(spec.method.as_str());
+        }
+    }
+    if let Some(found) = best {
+        return Ok(found);
+    }
+    if allowed.is_empty() {
+        Err(route_not_found(method.as_str(), &format!("/api/v1{path}")))
+    } else {
+        Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("{method} is not allowed on this path."),
+        )
+        .detail("allowed_methods", json!(allowed)))
+    }
+}
+
+fn route_not_found(method: &str, path: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::RouteNotFound,
+        format!("No route {method} {path}."),
+    )
+    .detail("method", method)
+    .detail("path", path)
+}
+
+/// Registers every route (and every alias) under `/api/v1`, one resource per path.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    let mut paths: Vec<String> = Vec::new();
+    for spec in ROUTES {
+        for path in std::iter::once(spec.path.to_owned()).chain(spec.alias()) {
+            if !paths.contains(&path) {
+                paths.push(path);
+            }
+        }
+    }
+    // Literal paths first, so `/employees/import` is not taken for `/employees/{employee_id}`.
+    paths.sort_by_key(|p| p.matches('{').count());
+    let mut scope = web::scope("/api/v1");
+    for path in paths {
+        let mut resource = web::resource(path.as_str());
+        for spec in ROUTES {
+            if spec.path == path || spec.alias().as_deref() == Some(path.as_str()) {
+                resource = resource.route((spec.handler)(web::method(spec.method.clone())));
+            }
+        }
+        scope = scope.service(resource);
+    }
+    cfg.service(scope);
+}
+
+/// Answers every request no route took.
+pub async fn not_found(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {
+    Err(route_not_found(req.method().as_str(), req.path()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_match_with_params_and_aliases() {
+        let (spec, params) = match_route(&Method::GET, "/payroll-runs/run_1").expect("matches");
+        assert_eq!(spec.operation, "getPayrollRun");
+        assert_eq!(params, vec![("run_id", "run_1".to_owned())]);
+        let (spec, _) = match_route(&Method::GET, "/runs/run_1/payouts").expect("alias");
+        assert_eq!(spec.operation, "getPayrollRunPayouts");
+        let (spec, _) = match_route(&Method::POST, "/employees/import").expect("literal");
+        assert_eq!(spec.operation, "importEmployees");
+    }
+
+    #[test]
+    fn unknown_routes_and_methods() {
+        let err = match_route(&Method::GET, "/nope").expect_err("404");
+        assert_eq!(err.code, ErrorCode::RouteNotFound);
+        let err = match_route(&Method::PUT, "/employees").expect_err("405");
+        assert_eq!(err.code, ErrorCode::MethodNotAllowed);
+        assert_eq!(err.details["allowed_methods"], json!(["GET", "POST"]));
+        assert!(match_route(&Method::GET, "/employees/").is_err());
+    }
+
+    #[test]
+    fn operation_ids_are_unique_camel_case() {
+        let mut seen = std::collections::HashSet::new();
+        for spec in ROUTES {
+            assert!(seen.insert(spec.operation), "duplicate {}", spec.operation);
+            assert!(
+                spec.operation
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_lowercase())
+            );
+        }
+    }
+}

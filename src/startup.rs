@@ -1,0 +1,166 @@
+//! Builds the application: configuration → database (migrated) → actors → HTTP server. Tests
+//! build it on port 0 and read the port back.
+
+use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
+
+use actix::Actor;
+use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
+use anyhow::Context;
+use payroll_actors::{
+    audit_writer::{AuditWriter, Flush},
+    retention::RetentionJanitor,
+};
+use payroll_entities::{ActorType, api_key, db::Db, time};
+use payroll_migration::{Migrator, MigratorTrait};
+use rand::RngCore;
+use sea_orm::{EntityTrait, IntoActiveModel, PaginatorTrait};
+use serde_json::json;
+
+use crate::{
+    audit::{self, AuditRecord},
+    auth,
+    config::{Secret, Settings},
+    gate, keys, routes,
+    state::AppState,
+};
+
+pub struct Application {
+    port: u16,
+    server: Server,
+    state: web::Data<AppState>,
+}
+
+/// Connects to the configured database and brings its schema up to date.
+pub async fn connect_and_migrate(settings: &Settings) -> anyhow::Result<Db> {
+    let url = settings.database_url();
+    let db = Db::connect(&url, settings.database.max_connections)
+        .await
+        .context("cannot connect to the database (database.url)")?;
+    Migrator::up(&db.conn, None)
+        .await
+        .context("database migration failed")?;
+    Ok(db)
+}
+
+/// The key pepper: configured, or generated once and kept in `<data.dir>/key_pepper`.
+pub fn load_pepper(settings: &Settings) -> anyhow::Result<Secret> {
+    if !settings.auth.key_pepper.is_empty() {
+        return Ok(settings.auth.key_pepper.clone());
+    }
+    let dir = &settings.data.dir;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create data.dir {}", dir.display()))?;
+    let path = dir.join("key_pepper");
+    if let Ok(existing) = std::fs::read_to_string(&path) {
+        let existing = existing.trim();
+        if !existing.is_empty() {
+            return Ok(Secret::new(existing));
+        }
+    }
+    let mut bytes = [0u8; 32];
+    rand::thread_rng().fill_bytes(&mut bytes);
+    let pepper = hex::encode(bytes);
+    write_private(&path, &pepper)?;
+    Ok(Secret::new(pepper))
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    file.write_all(contents.as_bytes())?;
+    file.sync_all()?;
+    Ok(())
+}
+
+/// On first start with no keys, creates the `bootstrap` key with every scope and prints it
+/// once on stderr.
+async fn bootstrap_key(settings: &Settings, db: &Db, pepper: &Secret) -> anyhow::Result<()> {
+    if !settings.auth.bootstrap_key || api_key::Entity::find().count(&db.conn).await? > 0 {
+        return Ok(());
+    }
+    let scopes = auth::all_scope_names();
+    let (model, plaintext) =
+        keys::new_key(pepper.expose().as_bytes(), "bootstrap", &scopes, None, None);
+    let tx = db.begin_write().await?;
+    api_key::Entity::insert(model.clone().into_active_model())
+        .exec_without_returning(&*tx)
+        .await?;
+    let record = AuditRecord::new("API_KEY_CREATED", "api_key", &model.id)
+        .details(json!({"name": "bootstrap", "scopes": scopes}));
+    audit::insert(&*tx, audit::actor_entry(ActorType::System, &record)).await?;
+    tx.commit().await?;
+    eprintln!(
+        "Created the bootstrap API key (every scope); it is shown only this once:\n\n    {plaintext}\n\n\
+         Keep it safe, then create narrower keys with POST /api/v1/api-keys or `payroll admin create-key`."
+    );
+    Ok(())
+}
+
+impl Application {
+    pub async fn build(settings: Settings) -> anyhow::Result<Application> {
+        let settings = Arc::new(settings);
+        let pepper = load_pepper(&settings)?;
+        let db = connect_and_migrate(&settings).await?;
+        bootstrap_key(&settings, &db, &pepper).await?;
+
+        let audit = AuditWriter::new(
+            db.clone(),
+            Duration::from_millis(settings.audit.flush_interval_ms),
+        )
+        .start();
+        RetentionJanitor::new(db.clone(), Duration::from_secs(60)).start();
+
+        let state = web::Data::new(AppState::new(settings.clone(), db, pepper, audit));
+        let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
+            .with_context(|| {
+                format!(
+                    "cannot listen on {}:{} (server.host, server.port)",
+                    settings.server.host, settings.server.port
+                )
+            })?;
+        let port = listener.local_addr()?.port();
+        let app_state = state.clone();
+        let server = HttpServer::new(move || {
+            App::new()
+                .app_data(app_state.clone())
+                .wrap(from_fn(gate::gate))
+                .route("/healthz", web::get().to(routes::health::healthz))
+                .route("/readyz", web::get().to(routes::health::readyz))
+                .configure(routes::configure)
+                .default_service(web::to(routes::not_found))
+        })
+        .listen(listener)?
+        .shutdown_timeout(30)
+        .run();
+        tracing::info!(port, "listening");
+        Ok(Application {
+            port,
+            server,
+            state,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Serves until SIGTERM/SIGINT: in-flight requests finish, then pending audit entries are
+    /// written.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        self.server.await?;
+        if let Err(err) = self.state.audit.send(Flush).await {
+            tracing::warn!(error = %err, "audit entries not flushed at shutdown");
+        }
+        tracing::info!(at = %time::format(&time::now()), "stopped");
+        Ok(())
+    }
+}

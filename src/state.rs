@@ -1,0 +1,48 @@
+//! The application state handed to handlers and the request gate.
+
+use std::{num::NonZeroU32, sync::Arc};
+
+use actix::Addr;
+use governor::{DefaultKeyedRateLimiter, Quota};
+use payroll_actors::audit_writer::AuditWriter;
+use payroll_entities::db::Db;
+
+use crate::config::{Secret, Settings};
+
+pub struct AppState {
+    pub settings: Arc<Settings>,
+    pub db: Db,
+    /// The key pepper: API keys are stored as HMACs under it.
+    pub pepper: Secret,
+    pub audit: Addr<AuditWriter>,
+    /// Per-API-key token buckets.
+    pub limiter: DefaultKeyedRateLimiter<String>,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState").finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    pub fn new(
+        settings: Arc<Settings>,
+        db: Db,
+        pepper: Secret,
+        audit: Addr<AuditWriter>,
+    ) -> AppState {
+        let per_second =
+            NonZeroU32::new(settings.api.rate_limit_per_second).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(settings.api.rate_limit_burst).unwrap_or(NonZeroU32::MIN);
+        let limiter =
+            governor::RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst));
+        AppState {
+            settings,
+            db,
+            pepper,
+            audit,
+            limiter,
+        }
+    }
+}

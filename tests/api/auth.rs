@@ -1,0 +1,251 @@
+//! API keys and scopes: refusals, expiry, rotation, revocation, delegation, rate limits.
+
+use std::time::Duration;
+
+use payroll::routes::{Access, ROUTES};
+use serde_json::json;
+
+use crate::helpers::{new_key, spawn_app, spawn_app_with};
+
+#[actix_web::test]
+async fn missing_malformed_and_unknown_keys_are_401() {
+    let app = spawn_app().await;
+    let res = app
+        .send("GET", "/api/v1/employees", None, None, None, &[])
+        .await;
+    assert_eq!(res.status, 401);
+    assert_eq!(res.code(), "INVALID_API_KEY");
+    for header in [
+        "Basic abc",
+        "Bearer nope",
+        "Bearer mpk_live_0123456789abcdefghij0123456789abcdefgh",
+    ] {
+        let res = app
+            .send(
+                "GET",
+                "/api/v1/employees",
+                None,
+                None,
+                None,
+                &[("Authorization", header)],
+            )
+            .await;
+        assert_eq!(res.status, 401, "{header}");
+        assert_eq!(res.code(), "INVALID_API_KEY");
+    }
+}
+
+#[actix_web::test]
+async fn every_route_refuses_a_key_without_its_scope() {
+    let app = spawn_app().await;
+    // No route of this build requires webhooks:manage alone, so this key is refused everywhere.
+    let (key, _) = app.key_with(&["webhooks:manage"]).await;
+    for spec in ROUTES {
+        let Access::AnyOf(scopes) = spec.access else {
+            continue;
+        };
+        let path = spec
+            .path
+            .replace("{run_id}", "run_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+            .replace("{employee_id}", "emp_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+            .replace("{key_id}", "key_01ARZ3NDEKTSV4RRFFQ69G5FAV");
+        let idem = new_key();
+        let res = app
+            .send(
+                spec.method.as_str(),
+                &format!("/api/v1{path}"),
+                Some(&key),
+                spec.is_write().then_some(idem.as_str()),
+                spec.is_write().then(|| b"{}".to_vec()),
+                &[],
+            )
+            .await;
+        assert_eq!(res.status, 403, "{spec:?}: {}", res.text);
+        assert_eq!(res.code(), "INSUFFICIENT_SCOPE");
+        let required: Vec<&str> = scopes.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            res.json["error"]["details"]["required_scopes"],
+            json!(required),
+            "{spec:?}"
+        );
+        assert_eq!(
+            res.json["error"]["details"]["granted_scopes"],
+            json!(["webhooks:manage"])
+        );
+        assert!(
+            res.json["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(required[0]))
+        );
+    }
+}
+
+#[actix_web::test]
+async fn wildcards_grant_their_family() {
+    let app = spawn_app().await;
+    let (key, _) = app.key_with(&["payroll:*"]).await;
+    assert_eq!(app.get_as(&key, "/api/v1/payroll-runs").await.status, 200);
+    assert_eq!(app.get_as(&key, "/api/v1/employees").await.status, 403);
+}
+
+#[actix_web::test]
+async fn keys_cannot_grant_more_than_their_creator_holds() {
+    let app = spawn_app().await;
+    let (manager, _) = app.key_with(&["keys:manage", "payroll:read"]).await;
+    let res = app
+        .write_as(
+            &manager,
+            "POST",
+            "/api/v1/api-keys",
+            json!({"name": "x", "scopes": ["payroll:read", "payroll:execute"]}),
+        )
+        .await;
+    assert_eq!(res.status, 403);
+    assert_eq!(res.code(), "INSUFFICIENT_SCOPE");
+    assert_eq!(
+        res.json["error"]["details"]["required_scopes"],
+        json!(["payroll:execute"])
+    );
+    let res = app
+        .write_as(
+            &manager,
+            "POST",
+            "/api/v1/api-keys",
+            json!({"name": "x", "scopes": ["payroll:read"]}),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.text);
+
+    let res = app
+        .post(
+            "/api/v1/api-keys",
+            json!({"name": "", "scopes": ["payroll:fly"]}),
+        )
+        .await;
+    assert_eq!(res.status, 400);
+    assert_eq!(res.invalid_fields(), vec!["name", "scopes[0]"]);
+}
+
+#[actix_web::test]
+async fn created_keys_show_their_plaintext_once() {
+    let app = spawn_app().await;
+    let res = app
+        .post(
+            "/api/v1/api-keys",
+            json!({"name": "agent", "scopes": ["payroll:read"]}),
+        )
+        .await;
+    assert_eq!(res.status, 201);
+    let key = res.data()["key"].as_str().expect("plaintext").to_owned();
+    assert!(key.starts_with("mpk_live_") && key.len() >= 41);
+    assert_eq!(res.data()["prefix"], &key[..12]);
+    assert_eq!(res.data()["status"], "ACTIVE");
+    let id = res.data()["id"].as_str().expect("id").to_owned();
+    let res = app.get(&format!("/api/v1/api-keys/{id}")).await;
+    assert_eq!(res.status, 200);
+    assert!(res.data().get("key").is_none());
+    let list = app.get("/api/v1/api-keys").await;
+    assert!(!list.text.contains(&key));
+    assert_eq!(list.json["pagination"]["total"], 2);
+}
+
+#[actix_web::test]
+async fn expired_keys_are_refused_with_the_time() {
+    let app = spawn_app().await;
+    let expires = chrono::Utc::now() + chrono::Duration::milliseconds(1500);
+    let res = app
+        .post(
+            "/api/v1/api-keys",
+            json!({"name": "short", "scopes": ["payroll:read"], "expires_at": expires.to_rfc3339()}),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.text);
+    let key = res.data()["key"].as_str().expect("plaintext").to_owned();
+    assert_eq!(app.get_as(&key, "/api/v1/payroll-runs").await.status, 200);
+    actix_web::rt::time::sleep(Duration::from_millis(1800)).await;
+    let res = app.get_as(&key, "/api/v1/payroll-runs").await;
+    assert_eq!(res.status, 401);
+    assert_eq!(res.code(), "API_KEY_EXPIRED");
+    assert!(
+        res.json["error"]["details"]["expired_at"]
+            .as_str()
+            .is_some()
+    );
+}
+
+#[actix_web::test]
+async fn rotated_keys_work_through_their_grace_then_expire() {
+    let app = spawn_app_with(|s| s.auth.rotation_grace_seconds = 1).await;
+    let (old, old_id) = app.key_with(&["payroll:read", "keys:manage"]).await;
+    let res = app
+        .write_as(
+            &old,
+            "POST",
+            &format!("/api/v1/api-keys/{old_id}/rotate"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.text);
+    assert_eq!(res.data()["rotated_from"], old_id.as_str());
+    assert_eq!(res.data()["scopes"], json!(["payroll:read", "keys:manage"]));
+    let new = res.data()["key"].as_str().expect("plaintext").to_owned();
+    assert_ne!(new, old);
+    assert_eq!(app.get_as(&old, "/api/v1/payroll-runs").await.status, 200);
+    assert_eq!(app.get_as(&new, "/api/v1/payroll-runs").await.status, 200);
+    actix_web::rt::time::sleep(Duration::from_millis(1300)).await;
+    let res = app.get_as(&old, "/api/v1/payroll-runs").await;
+    assert_eq!(res.status, 401);
+    assert_eq!(res.code(), "API_KEY_EXPIRED");
+    assert_eq!(app.get_as(&new, "/api/v1/payroll-runs").await.status, 200);
+    let shown = app.get(&format!("/api/v1/api-keys/{old_id}")).await;
+    assert_eq!(shown.data()["status"], "EXPIRED");
+}
+
+#[actix_web::test]
+async fn revoked_keys_stop_at_once() {
+    let app = spawn_app().await;
+    let (key, id) = app.key_with(&["payroll:read"]).await;
+    assert_eq!(app.get_as(&key, "/api/v1/payroll-runs").await.status, 200);
+    let res = app
+        .send(
+            "DELETE",
+            &format!("/api/v1/api-keys/{id}"),
+            Some(&app.key),
+            Some(&new_key()),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["status"], "REVOKED");
+    let res = app.get_as(&key, "/api/v1/payroll-runs").await;
+    assert_eq!(res.status, 401);
+    assert_eq!(res.code(), "INVALID_API_KEY");
+}
+
+#[actix_web::test]
+async fn the_rate_limit_answers_429_with_retry_after() {
+    let app = spawn_app_with(|s| {
+        s.api.rate_limit_per_second = 1;
+        s.api.rate_limit_burst = 3;
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for _ in 0..5 {
+        statuses.push(app.get("/api/v1/payroll-runs").await);
+    }
+    assert!(statuses[..3].iter().all(|r| r.status == 200));
+    let limited = statuses.last().expect("answers");
+    assert_eq!(limited.status, 429);
+    assert_eq!(limited.code(), "RATE_LIMITED");
+    let retry: u64 = limited
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .expect("seconds");
+    assert!(retry >= 1);
+    assert_eq!(
+        limited.json["error"]["details"]["retry_after_seconds"],
+        retry
+    );
+}

@@ -1,0 +1,292 @@
+//! Employees: validation, uniqueness, updates, deactivation, listing and import.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{evm_address, new_key, spawn_app};
+
+const CHECKSUMMED: &str = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
+const SOLANA: &str = "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T";
+
+#[actix_web::test]
+async fn create_validates_every_field_at_once() {
+    let app = spawn_app().await;
+    let res = app.post("/api/v1/employees", json!({})).await;
+    assert_eq!(res.status, 400);
+    assert_eq!(
+        res.invalid_fields(),
+        vec!["name", "email", "salary_usd_cents", "network"]
+    );
+
+    let res = app
+        .post(
+            "/api/v1/employees",
+            json!({"name": "A", "email": "not-an-email", "salary_usd_cents": -5, "network": "BASE",
+                   "wallet_address": "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD",
+                   "contract_start_date": "2026-05-01", "contract_end_date": "2026-04-01"}),
+        )
+        .await;
+    assert_eq!(
+        res.invalid_fields(),
+        vec![
+            "email",
+            "salary_usd_cents",
+            "wallet_address",
+            "contract_end_date"
+        ]
+    );
+    assert!(res.text.contains("EIP-55"));
+    assert!(res.json["error"]["recovery_hint"].as_str().is_some());
+}
+
+#[actix_web::test]
+async fn wallets_are_checked_per_network() {
+    let app = spawn_app().await;
+    let ok = |email: &str, network: &str, wallet: &str| json!({"name": "N", "email": email, "salary_usd_cents": 1, "network": network, "wallet_address": wallet});
+    assert_eq!(
+        app.post("/api/v1/employees", ok("a@x.io", "ETHEREUM", CHECKSUMMED))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(
+        app.post("/api/v1/employees", ok("b@x.io", "SOLANA", SOLANA))
+            .await
+            .status,
+        201
+    );
+    let res = app
+        .post("/api/v1/employees", ok("c@x.io", "SOLANA", CHECKSUMMED))
+        .await;
+    assert_eq!(res.invalid_fields(), vec!["wallet_address"]);
+    let res = app
+        .post("/api/v1/employees", ok("d@x.io", "POLYGON", SOLANA))
+        .await;
+    assert_eq!(res.invalid_fields(), vec!["wallet_address"]);
+}
+
+#[actix_web::test]
+async fn emails_are_unique_case_insensitively() {
+    let app = spawn_app().await;
+    let first = app.create_employee("Ada", "Ada@Example.com", 100).await;
+    let res = app
+        .post(
+            "/api/v1/employees",
+            json!({"name": "Other", "email": "ada@example.COM", "salary_usd_cents": 1, "network": "BASE", "wallet_address": CHECKSUMMED}),
+        )
+        .await;
+    assert_eq!(res.status, 409);
+    assert_eq!(res.code(), "EMPLOYEE_EMAIL_TAKEN");
+    assert_eq!(
+        res.json["error"]["details"]["existing_employee_id"],
+        first["id"]
+    );
+}
+
+#[actix_web::test]
+async fn patch_changes_fields_but_never_the_email() {
+    let app = spawn_app().await;
+    let e = app.create_employee("Ada", "ada@example.com", 100).await;
+    let path = format!("/api/v1/employees/{}", e["id"].as_str().expect("id"));
+    let res = app
+        .write_as(&app.key, "PATCH", &path, json!({"salary_usd_cents": 250, "network": "SOLANA", "wallet_address": SOLANA, "contract_end_date": "2027-01-31"}))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["salary_usd_cents"], 250);
+    assert_eq!(res.data()["network"], "SOLANA");
+    assert_eq!(res.data()["contract_end_date"], "2027-01-31");
+    assert_eq!(res.data()["email"], "ada@example.com");
+
+    // Clearing a nullable field with null.
+    let res = app
+        .write_as(&app.key, "PATCH", &path, json!({"contract_end_date": null}))
+        .await;
+    assert!(res.data()["contract_end_date"].is_null());
+
+    // Changing the network alone re-checks the stored address against it.
+    let res = app
+        .write_as(&app.key, "PATCH", &path, json!({"network": "BASE"}))
+        .await;
+    assert_eq!(res.invalid_fields(), vec!["wallet_address"]);
+
+    let res = app
+        .write_as(
+            &app.key,
+            "PATCH",
+            &path,
+            json!({"email": "new@example.com", "salary_usd_cents": "x"}),
+        )
+        .await;
+    assert_eq!(res.status, 400);
+    assert_eq!(res.invalid_fields(), vec!["email", "salary_usd_cents"]);
+
+    let res = app.get(&path).await;
+    assert_eq!(res.data()["salary_usd_cents"], 250);
+
+    let audit = app.get("/api/v1/audit-log?action=EMPLOYEE_UPDATED").await;
+    let first = &audit.data()[1];
+    assert_eq!(
+        first["details"]["salary_usd_cents"],
+        json!({"before": 100, "after": 250})
+    );
+}
+
+#[actix_web::test]
+async fn delete_deactivates() {
+    let app = spawn_app().await;
+    let e = app.create_employee("Ada", "ada@example.com", 100).await;
+    let path = format!("/api/v1/employees/{}", e["id"].as_str().expect("id"));
+    let res = app
+        .send("DELETE", &path, Some(&app.key), Some(&new_key()), None, &[])
+        .await;
+    assert_eq!(res.status, 200);
+    assert_eq!(res.data()["status"], "INACTIVE");
+    assert_eq!(app.get(&path).await.data()["status"], "INACTIVE");
+}
+
+#[actix_web::test]
+async fn list_filters_searches_and_pages() {
+    let app = spawn_app().await;
+    app.create_employee("Ada Lovelace", "ada@example.com", 100)
+        .await;
+    app.create_employee("Grace Hopper", "grace@navy.mil", 100)
+        .await;
+    let alan = app
+        .create_employee("Alan Turing", "alan@example.com", 100)
+        .await;
+    let path = format!("/api/v1/employees/{}", alan["id"].as_str().expect("id"));
+    app.write_as(
+        &app.key,
+        "PATCH",
+        &path,
+        json!({"employment_type": "CONTRACTOR"}),
+    )
+    .await;
+
+    let res = app.get("/api/v1/employees?search=HOPPER").await;
+    assert_eq!(res.json["pagination"]["total"], 1);
+    let res = app.get("/api/v1/employees?search=example.com").await;
+    assert_eq!(res.json["pagination"]["total"], 2);
+    let res = app
+        .get("/api/v1/employees?employment_type=CONTRACTOR")
+        .await;
+    assert_eq!(res.data()[0]["name"], "Alan Turing");
+    let res = app.get("/api/v1/employees?search=100%25").await;
+    assert_eq!(res.json["pagination"]["total"], 0);
+
+    let res = app.get("/api/v1/employees?limit=2").await;
+    assert_eq!(res.data().as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        res.json["pagination"],
+        json!({"total": 3, "limit": 2, "offset": 0, "has_more": true})
+    );
+    // Newest first.
+    assert_eq!(res.data()[0]["name"], "Alan Turing");
+    let res = app.get("/api/v1/employees?limit=2&offset=2").await;
+    assert_eq!(res.json["pagination"]["has_more"], false);
+    assert_eq!(res.data()[0]["name"], "Ada Lovelace");
+}
+
+fn row(i: usize) -> Value {
+    let email = format!("person{i}@example.com");
+    json!({"name": format!("Person {i}"), "wallet_address": evm_address(&email), "email": email,
+           "salary_usd_cents": 100_000 + i as i64, "network": "POLYGON"})
+}
+
+#[actix_web::test]
+async fn import_of_ten_thousand_rows_in_one_call() {
+    let app = spawn_app().await;
+    let rows: Vec<Value> = (0..10_000).map(row).collect();
+    let res = app.post("/api/v1/employees/import", json!(rows)).await;
+    assert_eq!(res.status, 200, "{}", &res.text[..res.text.len().min(500)]);
+    assert_eq!(
+        res.data(),
+        &json!({"created": 10_000, "updated": 0, "total": 10_000})
+    );
+    let list = app.get("/api/v1/employees?limit=1").await;
+    assert_eq!(list.json["pagination"]["total"], 10_000);
+}
+
+#[actix_web::test]
+async fn import_is_all_or_nothing_and_upserts_by_email() {
+    let app = spawn_app().await;
+    let mut rows: Vec<Value> = (0..5).map(row).collect();
+    rows[3]["wallet_address"] = json!("0x123");
+    rows[4]["email"] = json!("PERSON0@example.com");
+    let res = app.post("/api/v1/employees/import", json!(rows)).await;
+    assert_eq!(res.status, 400);
+    assert_eq!(
+        res.invalid_fields(),
+        vec!["rows[3].wallet_address", "rows[4].email"]
+    );
+    assert_eq!(
+        app.get("/api/v1/employees").await.json["pagination"]["total"],
+        0
+    );
+
+    let existing = app
+        .create_employee("Old Name", "person1@example.com", 1)
+        .await;
+    app.write_as(
+        &app.key,
+        "PATCH",
+        &format!("/api/v1/employees/{}", existing["id"].as_str().expect("id")),
+        json!({"employment_type": "CONSULTANT"}),
+    )
+    .await;
+    let rows: Vec<Value> = (0..3).map(row).collect();
+    let res = app.post("/api/v1/employees/import", json!(rows)).await;
+    assert_eq!(res.data(), &json!({"created": 2, "updated": 1, "total": 3}));
+    let updated = app
+        .get(&format!(
+            "/api/v1/employees/{}",
+            existing["id"].as_str().expect("id")
+        ))
+        .await;
+    assert_eq!(updated.data()["name"], "Person 1");
+    assert_eq!(updated.data()["salary_usd_cents"], 100_001);
+    // Fields the rows leave out keep their value.
+    assert_eq!(updated.data()["employment_type"], "CONSULTANT");
+}
+
+#[actix_web::test]
+async fn import_reads_csv_with_a_header_row() {
+    let app = spawn_app().await;
+    let csv = format!(
+        "name,email,salary_usd_cents,network,wallet_address,employment_type\n\
+         Ada,ada@example.com,500000,BASE,{},CONTRACTOR\n\
+         \"Hopper, Grace\",grace@example.com,400000,SOLANA,{SOLANA},\n",
+        CHECKSUMMED
+    );
+    let res = app
+        .send(
+            "POST",
+            "/api/v1/employees/import",
+            Some(&app.key),
+            Some(&new_key()),
+            Some(csv.into_bytes()),
+            &[("Content-Type", "text/csv")],
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["created"], 2);
+    let res = app.get("/api/v1/employees?search=hopper").await;
+    assert_eq!(res.data()[0]["name"], "Hopper, Grace");
+    assert_eq!(res.data()[0]["employment_type"], "FTE");
+
+    let bad = "name,email,salary_usd_cents,network,wallet_address\nX,x@example.com,lots,BASE,0x1\n";
+    let res = app
+        .send(
+            "POST",
+            "/api/v1/employees/import",
+            Some(&app.key),
+            Some(&new_key()),
+            Some(bad.as_bytes().to_vec()),
+            &[("Content-Type", "text/csv")],
+        )
+        .await;
+    assert_eq!(res.status, 400);
+    assert_eq!(
+        res.invalid_fields(),
+        vec!["rows[0].salary_usd_cents", "rows[0].wallet_address"]
+    );
+}

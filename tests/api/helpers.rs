@@ -1,0 +1,235 @@
+//! Spawns the real application on 127.0.0.1:0 against a fresh database: a SQLite file in a
+//! temporary folder, or, when `PAYROLL_TEST_DATABASE_URL` is set, a fresh schema of that
+//! PostgreSQL database.
+
+use std::time::Duration;
+
+use awc::http::StatusCode;
+use payroll::{auth, config::Settings, startup::Application};
+use serde_json::{Value, json};
+
+pub struct TestApp {
+    pub address: String,
+    /// A key with every scope.
+    pub key: String,
+    pub key_id: String,
+    pub settings: Settings,
+    pub client: awc::Client,
+    _dir: tempfile::TempDir,
+}
+
+/// One answer, its body parsed as JSON when it is JSON.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: awc::http::header::HeaderMap,
+    pub text: String,
+    pub json: Value,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The error code of an error answer.
+    pub fn code(&self) -> &str {
+        self.json["error"]["code"].as_str().unwrap_or("")
+    }
+
+    pub fn data(&self) -> &Value {
+        &self.json["data"]
+    }
+
+    /// The `field`s of `details.validation_errors`.
+    pub fn invalid_fields(&self) -> Vec<String> {
+        self.json["error"]["details"]["validation_errors"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e["field"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+pub fn new_key() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Default settings for a test server; `adjust` changes them before start.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut settings = Settings::defaults().expect("default settings");
+    settings.server.port = 0;
+    settings.data.dir = dir.path().to_path_buf();
+    settings.auth.bootstrap_key = false;
+    settings.audit.flush_interval_ms = 50;
+    settings.log.level = "warn".into();
+    settings.database.max_connections = 5;
+    if let Ok(base) = std::env::var("PAYROLL_TEST_DATABASE_URL") {
+        settings.database.url = payroll::config::Secret::new(fresh_pg_schema(&base).await);
+    }
+    adjust(&mut settings);
+    if std::env::var("TEST_LOG").is_ok() {
+        payroll::telemetry::init(&settings.log);
+    }
+    let scopes = auth::all_scope_names();
+    let admin = payroll::admin::create_key(&settings, "test-admin", &scopes, None)
+        .await
+        .expect("admin key");
+    let app = Application::build(settings.clone())
+        .await
+        .expect("app builds");
+    let port = app.port();
+    actix_web::rt::spawn(app.run_until_stopped());
+    TestApp {
+        address: format!("http://127.0.0.1:{port}"),
+        key: admin.key.flatten().expect("plaintext"),
+        key_id: admin.id,
+        settings,
+        client: awc::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .finish(),
+        _dir: dir,
+    }
+}
+
+/// A new schema in the test database, and a URL whose connections use it.
+async fn fresh_pg_schema(base: &str) -> String {
+    use sea_orm::{ConnectionTrait, Database};
+    let schema = format!("t_{}", ulid::Ulid::new().to_string().to_lowercase());
+    let conn = Database::connect(base).await.expect("PostgreSQL reachable");
+    conn.execute_unprepared(&format!("CREATE SCHEMA {schema}"))
+        .await
+        .expect("create schema");
+    conn.close().await.ok();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}options=-c%20search_path%3D{schema}")
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.address, path)
+    }
+
+    /// Sends a request; `key` None sends no Authorization header.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        key: Option<&str>,
+        idempotency_key: Option<&str>,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self.client.request(method, self.url(path));
+        if let Some(key) = key {
+            req = req.insert_header(("Authorization", format!("Bearer {key}")));
+        }
+        if let Some(idem) = idempotency_key {
+            req = req.insert_header(("Idempotency-Key", idem.to_owned()));
+        }
+        let has_content_type = headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("content-type"));
+        for (name, value) in headers {
+            req = req.insert_header((*name, *value));
+        }
+        let mut res = match body {
+            Some(body) => {
+                if !has_content_type {
+                    req = req.insert_header(("Content-Type", "application/json"));
+                }
+                req.send_body(body).await
+            }
+            None => req.send().await,
+        }
+        .expect("request sent");
+        let bytes = res
+            .body()
+            .limit(512 * 1024 * 1024)
+            .await
+            .expect("body read");
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        Resp {
+            status: res.status(),
+            headers: res.headers().clone(),
+            json: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            text,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.send("GET", path, Some(&self.key), None, None, &[])
+            .await
+    }
+
+    pub async fn get_as(&self, key: &str, path: &str) -> Resp {
+        self.send("GET", path, Some(key), None, None, &[]).await
+    }
+
+    /// A write with a fresh Idempotency-Key.
+    pub async fn post(&self, path: &str, body: Value) -> Resp {
+        self.write_as(&self.key, "POST", path, body).await
+    }
+
+    pub async fn write_as(&self, key: &str, method: &str, path: &str, body: Value) -> Resp {
+        let bytes = serde_json::to_vec(&body).expect("json");
+        self.send(method, path, Some(key), Some(&new_key()), Some(bytes), &[])
+            .await
+    }
+
+    /// A new key with exactly these scopes.
+    pub async fn key_with(&self, scopes: &[&str]) -> (String, String) {
+        let res = self
+            .post(
+                "/api/v1/api-keys",
+                json!({"name": "scoped", "scopes": scopes}),
+            )
+            .await;
+        assert_eq!(res.status, 201, "{}", res.text);
+        (
+            res.data()["key"].as_str().expect("plaintext").to_owned(),
+            res.data()["id"].as_str().expect("id").to_owned(),
+        )
+    }
+
+    pub async fn create_employee(&self, name: &str, email: &str, salary: i64) -> Value {
+        let res = self
+            .post(
+                "/api/v1/employees",
+                json!({
+                    "name": name,
+                    "email": email,
+                    "salary_usd_cents": salary,
+                    "network": "BASE",
+                    "wallet_address": evm_address(email),
+                }),
+            )
+            .await;
+        assert_eq!(res.status, 201, "{}", res.text);
+        res.data().clone()
+    }
+}
+
+/// A valid lower-case EVM address derived from a seed.
+pub fn evm_address(seed: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut out = String::from("0x");
+    let mut i = 0u64;
+    while out.len() < 42 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (seed, i).hash(&mut h);
+        out.push_str(&format!("{:016x}", h.finish()));
+        i += 1;
+    }
+    out.truncate(42);
+    out
+}

@@ -1,0 +1,89 @@
+//! The OpenAPI document describes every route the server serves.
+
+use payroll::routes::{Access, ROUTES};
+use serde_json::Value;
+
+use crate::helpers::spawn_app;
+
+#[actix_web::test]
+async fn the_document_covers_every_served_route() {
+    let app = spawn_app().await;
+    let res = app
+        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
+        .await;
+    assert_eq!(res.status, 200);
+    let doc = &res.json;
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(doc["servers"][0]["url"], "/api/v1");
+    let paths = doc["paths"].as_object().expect("paths");
+
+    let mut operation_ids = std::collections::HashSet::new();
+    for spec in ROUTES {
+        let method = spec.method.as_str().to_ascii_lowercase();
+        let op = &paths
+            .get(spec.path)
+            .unwrap_or_else(|| panic!("{} missing", spec.path))[&method];
+        assert_eq!(op["operationId"], spec.operation, "{spec:?}");
+        assert!(operation_ids.insert(spec.operation));
+        match spec.access {
+            Access::Public => assert_eq!(op["security"], serde_json::json!([])),
+            Access::AnyOf(_) => {
+                assert_eq!(
+                    op["x-required-scopes"],
+                    serde_json::json!(spec.scope_names()),
+                    "{spec:?}"
+                );
+            }
+        }
+        let has_idempotency = op["parameters"].as_array().is_some_and(|p| {
+            p.iter()
+                .any(|p| p["$ref"] == "#/components/parameters/IdempotencyKey")
+        });
+        assert_eq!(has_idempotency, spec.is_write(), "{spec:?}");
+        assert!(
+            op["responses"]
+                .as_object()
+                .is_some_and(|r| r.keys().any(|k| k.starts_with('2')))
+        );
+        if let Some(alias) = spec.alias() {
+            let aliased = &paths
+                .get(&alias)
+                .unwrap_or_else(|| panic!("{alias} missing"))[&method];
+            assert_eq!(aliased["x-alias-of"], spec.operation);
+            assert!(aliased.get("operationId").is_none());
+        }
+    }
+    // Nothing documented that is not served.
+    for (path, item) in paths {
+        for method in item.as_object().expect("path item").keys() {
+            let served = ROUTES.iter().any(|s| {
+                s.method.as_str().eq_ignore_ascii_case(method)
+                    && (s.path == path || s.alias().as_deref() == Some(path.as_str()))
+            });
+            assert!(served, "{method} {path} documented but not served");
+        }
+    }
+    // Every schema reference resolves.
+    let text = res.text.clone();
+    for piece in text.split("\"$ref\":\"").skip(1) {
+        let reference = piece.split('"').next().expect("ref");
+        let pointer = reference.trim_start_matches('#');
+        assert!(
+            doc.pointer(pointer).is_some_and(|v| !v.is_null()),
+            "{reference} does not resolve"
+        );
+    }
+    // Success bodies are enveloped.
+    let create = &paths["/payroll-runs"]["post"]["responses"]["201"]["content"]["application/json"]
+        ["schema"];
+    assert_eq!(
+        create["properties"]["data"]["$ref"],
+        "#/components/schemas/RunResource"
+    );
+    let list: &Value =
+        &paths["/employees"]["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+    assert_eq!(
+        list["properties"]["pagination"]["$ref"],
+        "#/components/schemas/Pagination"
+    );
+}
