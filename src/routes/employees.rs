@@ -10,7 +10,7 @@ use sea_orm::{
     ActiveValue::Set,
     ColumnTrait, Condition, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder,
     QuerySelect,
-    sea_query::{ExprTrait, OnConflict},
+    sea_query::{Expr, ExprTrait, Func, LikeExpr, OnConflict},
 };
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value, json};
@@ -315,16 +315,14 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         select = select.filter(employee::Column::EmploymentType.eq(kind));
     }
     if let Some(search) = search {
-        let needle = search.trim().to_lowercase();
+        // `\` escapes LIKE's wildcards, so `%` and `_` in the search match themselves.
+        let pattern = || {
+            LikeExpr::new(format!("%{}%", escape_like(&search.trim().to_lowercase()))).escape('\\')
+        };
         select = select.filter(
             Condition::any()
-                .add(
-                    sea_orm::sea_query::Expr::expr(sea_orm::sea_query::Func::lower(
-                        sea_orm::sea_query::Expr::col(employee::Column::Name),
-                    ))
-                    .like(format!("%{}%", escape_like(&needle))),
-                )
-                .add(employee::Column::EmailLower.contains(&needle)),
+                .add(Expr::expr(Func::lower(Expr::col(employee::Column::Name))).like(pattern()))
+                .add(Expr::col(employee::Column::EmailLower).like(pattern())),
         );
     }
     let db = &req.state().db.conn;

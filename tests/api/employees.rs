@@ -172,16 +172,24 @@ async fn list_filters_searches_and_pages() {
     assert_eq!(res.data()[0]["name"], "Alan Turing");
     let res = app.get("/api/v1/employees?search=100%25").await;
     assert_eq!(res.json["pagination"]["total"], 0);
+    // LIKE wildcards in a search match themselves.
+    app.create_employee("snake_case", "snake@example.org", 1)
+        .await;
+    app.create_employee("snakeXcase", "camel@example.org", 1)
+        .await;
+    let res = app.get("/api/v1/employees?search=e_c").await;
+    assert_eq!(res.json["pagination"]["total"], 1, "{}", res.text);
+    assert_eq!(res.data()[0]["name"], "snake_case");
 
     let res = app.get("/api/v1/employees?limit=2").await;
     assert_eq!(res.data().as_array().map(Vec::len), Some(2));
     assert_eq!(
         res.json["pagination"],
-        json!({"total": 3, "limit": 2, "offset": 0, "has_more": true})
+        json!({"total": 5, "limit": 2, "offset": 0, "has_more": true})
     );
     // Newest first.
-    assert_eq!(res.data()[0]["name"], "Alan Turing");
-    let res = app.get("/api/v1/employees?limit=2&offset=2").await;
+    assert_eq!(res.data()[0]["name"], "snakeXcase");
+    let res = app.get("/api/v1/employees?limit=2&offset=4").await;
     assert_eq!(res.json["pagination"]["has_more"], false);
     assert_eq!(res.data()[0]["name"], "Ada Lovelace");
 }

@@ -3,7 +3,7 @@
 use payroll::{api::IdempotencyClaim, idempotency};
 use serde_json::json;
 
-use crate::helpers::{evm_address, new_key, spawn_app};
+use crate::helpers::{evm_address, new_key, spawn_app, spawn_app_with};
 
 fn employee_body(email: &str) -> Vec<u8> {
     serde_json::to_vec(&json!({
@@ -325,4 +325,74 @@ async fn a_rotated_key_shares_its_predecessors_idempotency_keys() {
         )
         .await;
     assert_eq!(res.code(), "EMPLOYEE_EMAIL_TAKEN");
+}
+
+#[actix_web::test]
+async fn simultaneous_requests_with_one_key_take_effect_once() {
+    let app = spawn_app().await;
+    let key = new_key();
+    let body = employee_body("once@example.com");
+    let requests = (0..8).map(|_| {
+        app.send(
+            "POST",
+            "/api/v1/employees",
+            Some(&app.key),
+            Some(&key),
+            Some(body.clone()),
+            &[],
+        )
+    });
+    let answers = futures_util::future::join_all(requests).await;
+    let created: Vec<&str> = answers
+        .iter()
+        .filter(|r| r.status == 201)
+        .map(|r| r.data()["id"].as_str().unwrap_or_default())
+        .collect();
+    assert!(!created.is_empty());
+    assert!(created.iter().all(|id| *id == created[0]), "{created:?}");
+    for other in answers.iter().filter(|r| r.status != 201) {
+        assert_eq!(other.status, 409, "{}", other.text);
+        assert_eq!(other.code(), "IDEMPOTENCY_KEY_IN_USE");
+    }
+    let list = app.get("/api/v1/employees").await;
+    assert_eq!(list.json["pagination"]["total"], 1);
+}
+
+#[actix_web::test]
+async fn expired_records_are_purged_and_their_keys_run_again() {
+    let app = spawn_app_with(|s| s.idempotency.retention_seconds = 1).await;
+    let key = new_key();
+    let body = serde_json::to_vec(&json!({"name": "k", "scopes": ["payroll:read"]})).expect("json");
+    let first = app
+        .send(
+            "POST",
+            "/api/v1/api-keys",
+            Some(&app.key),
+            Some(&key),
+            Some(body.clone()),
+            &[],
+        )
+        .await;
+    assert_eq!(first.status, 201);
+    actix_web::rt::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let db = payroll_entities::db::Db::connect(&app.settings.database_url(), 1)
+        .await
+        .expect("db");
+    let purged = payroll_actors::retention::purge_expired_idempotency(&db)
+        .await
+        .expect("purge");
+    assert_eq!(purged, 1);
+    let second = app
+        .send(
+            "POST",
+            "/api/v1/api-keys",
+            Some(&app.key),
+            Some(&key),
+            Some(body),
+            &[],
+        )
+        .await;
+    assert_eq!(second.status, 201);
+    assert!(second.header("idempotent-replayed").is_none());
+    assert_ne!(second.data()["id"], first.data()["id"]);
 }

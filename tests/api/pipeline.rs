@@ -239,3 +239,54 @@ async fn docs_page_lists_every_error_code() {
         );
     }
 }
+
+#[actix_web::test]
+async fn hostile_bodies_are_refused_cleanly() {
+    let app = spawn_app().await;
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let invalid_utf8 = vec![b'{', b'"', b'n', 0xff, 0xfe, b'"', b':', b'1', b'}'];
+    let nul = b"{\"name\": \"a\x00b\"}".to_vec();
+    for body in [
+        deep.into_bytes(),
+        invalid_utf8,
+        nul,
+        b"null".to_vec(),
+        b"\"text\"".to_vec(),
+    ] {
+        let res = app
+            .send(
+                "POST",
+                "/api/v1/employees",
+                Some(&app.key),
+                Some(&new_key()),
+                Some(body),
+                &[],
+            )
+            .await;
+        assert_eq!(res.status, 400, "{}", res.text);
+        assert_eq!(res.code(), "INVALID_REQUEST_BODY");
+    }
+    // A CSV import over the import limit is 413 like any other body.
+    let app = spawn_app_with(|s| {
+        s.api.max_body_bytes = 1024;
+        s.api.max_import_bytes = 4096;
+    })
+    .await;
+    let csv = "name,email\n".to_owned() + &"a,b@c.de\n".repeat(1000);
+    let res = app
+        .send(
+            "POST",
+            "/api/v1/employees/import",
+            Some(&app.key),
+            Some(&new_key()),
+            Some(csv.into_bytes()),
+            &[("Content-Type", "text/csv")],
+        )
+        .await;
+    assert_eq!(res.status, 413);
+    assert_eq!(res.json["error"]["details"]["limit_bytes"], 4096);
+    assert_eq!(
+        app.get("/api/v1/employees").await.json["pagination"]["total"],
+        0
+    );
+}
