@@ -2,7 +2,7 @@
 //! server runs on it. Each is audited with actor `ADMIN`.
 
 use anyhow::bail;
-use payroll_entities::{ActorType, api_key, time};
+use payroll_entities::{ActorType, SandboxAccount, api_key, time};
 use sea_orm::{EntityTrait, IntoActiveModel};
 use serde_json::json;
 
@@ -14,6 +14,36 @@ use crate::{
     keys::{self, ApiKeyResource},
     startup,
 };
+
+/// Adds `delta` cents to a sandbox balance; returns the account and its new balance.
+pub async fn adjust_sandbox(
+    settings: &Settings,
+    account: &str,
+    delta: i64,
+) -> anyhow::Result<serde_json::Value> {
+    let account = SandboxAccount::parse(account)
+        .ok_or_else(|| anyhow::anyhow!("--account must be exchange or treasury"))?;
+    let db = startup::connect_and_migrate(settings).await?;
+    // Opening the provider creates the balances on a database that has none yet.
+    payroll_actors::exchange::sandbox::SandboxProvider::open(
+        db.clone(),
+        settings.exchange.sandbox.clone(),
+    )
+    .await?;
+    let balance = payroll_actors::exchange::sandbox::adjust(&db, account, delta)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let tx = db.begin_write().await?;
+    let record = AuditRecord::new(
+        "SANDBOX_BALANCE_ADJUSTED",
+        "sandbox_account",
+        account.as_str(),
+    )
+    .details(json!({"delta_usd_cents": delta, "balance_usd_cents": balance.0}));
+    audit::insert(&*tx, audit::actor_entry(ActorType::Admin, &record)).await?;
+    tx.commit().await?;
+    Ok(json!({"account": account, "balance_usd_cents": balance.0}))
+}
 
 /// Creates a key and returns its resource, plaintext included.
 pub async fn create_key(

@@ -107,6 +107,20 @@ struct Envelope<'a, T: Serialize> {
     request_id: &'a str,
 }
 
+/// `{"data", "pagination"?, "api_version", "request_id"}` as bytes.
+pub fn envelope_bytes<T: Serialize>(
+    request_id: &str,
+    data: &T,
+    pagination: Option<Pagination>,
+) -> serde_json::Result<Vec<u8>> {
+    serde_json::to_vec(&Envelope {
+        data,
+        pagination,
+        api_version: API_VERSION,
+        request_id,
+    })
+}
+
 impl RequestInfo {
     pub fn state(&self) -> &crate::state::AppState {
         &self.state
@@ -134,13 +148,7 @@ impl RequestInfo {
         data: &T,
         pagination: Option<Pagination>,
     ) -> Result<Vec<u8>, ApiError> {
-        serde_json::to_vec(&Envelope {
-            data,
-            pagination,
-            api_version: API_VERSION,
-            request_id: &self.request_id,
-        })
-        .map_err(ApiError::internal)
+        envelope_bytes(&self.request_id, data, pagination).map_err(ApiError::internal)
     }
 
     /// A read answer.
@@ -448,7 +456,11 @@ impl RequestInfo {
                 None => body.clone(),
             };
             let kept = String::from_utf8(kept).map_err(ApiError::internal)?;
-            crate::idempotency::complete(&*tx, claim, status.as_u16(), kept).await?;
+            let target = payroll_actors::ack::IdempotencyTarget {
+                lineage_id: claim.lineage_id.clone(),
+                key: claim.key.clone(),
+            };
+            payroll_actors::ack::complete_idempotency(&*tx, &target, status.as_u16(), kept).await?;
         }
         let facts = self.audit_facts(self.route.method.as_str(), &self.path);
         let entry = crate::audit::request_entry(

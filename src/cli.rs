@@ -47,4 +47,23 @@ pub enum AdminCommand {
         #[arg(long, value_name = "TIME")]
         expires_at: Option<String>,
     },
+    /// The sandbox exchange (the embedded default provider).
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Change a sandbox balance from outside, as a movement on the exchange's own website would.
+    #[command(
+        after_help = "Examples:\n  payroll admin sandbox adjust --account exchange --delta-usd-cents 500000\n  payroll admin sandbox adjust --account treasury --delta-usd-cents=-1000"
+    )]
+    Adjust {
+        /// `exchange` or `treasury`.
+        #[arg(long, value_parser = ["exchange", "treasury"])]
+        account: String,
+        /// Cents to add (negative to take away).
+        #[arg(long, allow_hyphen_values = true)]
+        delta_usd_cents: i64,
+    },
 }

@@ -5,6 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use config::{Config, Environment, File, FileFormat};
+pub use payroll_actors::settings::{
+    EmailSettings, ExchangeSettings, RunsSettings, SandboxSettings, SmtpSettings, TestRunSettings,
+};
 use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
@@ -49,6 +52,9 @@ pub struct Settings {
     pub idempotency: IdempotencySettings,
     pub api: ApiSettings,
     pub audit: AuditSettings,
+    pub runs: RunsSettings,
+    pub exchange: ExchangeSettings,
+    pub email: EmailSettings,
     pub test_run: TestRunSettings,
 }
 
@@ -127,12 +133,6 @@ pub struct AuditSettings {
     pub flush_interval_ms: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TestRunSettings {
-    pub amount_usd_cents: i64,
-}
-
 /// A configuration problem, naming the key at fault.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid configuration: {0}")]
@@ -160,6 +160,8 @@ impl Settings {
             Environment::with_prefix("PAYROLL")
                 .prefix_separator("__")
                 .separator("__")
+                .list_separator(",")
+                .with_list_parse_key("exchange.sandbox.fail_addresses")
                 .try_parsing(true),
         );
         let settings: Settings = builder
@@ -228,6 +230,117 @@ impl Settings {
         }
         if self.test_run.amount_usd_cents < 1 {
             return bad("test_run.amount_usd_cents", "must be at least 1");
+        }
+        const DAY_MS: u64 = 86_400_000;
+        const YEAR_S: u64 = 366 * 86_400;
+        for (key, value, max) in [
+            (
+                "idempotency.retention_seconds",
+                self.idempotency.retention_seconds,
+                10 * YEAR_S,
+            ),
+            (
+                "idempotency.lock_timeout_ms",
+                self.idempotency.lock_timeout_ms,
+                DAY_MS,
+            ),
+            (
+                "auth.rotation_grace_seconds",
+                self.auth.rotation_grace_seconds,
+                YEAR_S,
+            ),
+            (
+                "audit.flush_interval_ms",
+                self.audit.flush_interval_ms,
+                DAY_MS,
+            ),
+            (
+                "runs.funds_watch_interval_ms",
+                self.runs.funds_watch_interval_ms,
+                DAY_MS,
+            ),
+            ("runs.poll_interval_ms", self.runs.poll_interval_ms, DAY_MS),
+            (
+                "runs.idle_actor_timeout_ms",
+                self.runs.idle_actor_timeout_ms,
+                DAY_MS,
+            ),
+            (
+                "exchange.reconcile_grace_ms",
+                self.exchange.reconcile_grace_ms,
+                DAY_MS,
+            ),
+            (
+                "exchange.stuck_after_ms",
+                self.exchange.stuck_after_ms,
+                30 * DAY_MS,
+            ),
+            (
+                "exchange.sandbox.completion_delay_ms",
+                self.exchange.sandbox.completion_delay_ms,
+                DAY_MS,
+            ),
+            (
+                "exchange.sandbox.transfer_delay_ms",
+                self.exchange.sandbox.transfer_delay_ms,
+                DAY_MS,
+            ),
+        ] {
+            if value > max {
+                return Err(ConfigError(format!("{key}: at most {max}")));
+            }
+        }
+        if self.runs.poll_interval_ms == 0 || self.runs.funds_watch_interval_ms == 0 {
+            return bad("runs.poll_interval_ms", "intervals must be at least 1 ms");
+        }
+        if self.exchange.provider != "sandbox" {
+            return bad(
+                "exchange.provider",
+                "must be \"sandbox\" (the embedded exchange)",
+            );
+        }
+        if self.exchange.burst == 0 {
+            return bad("exchange.burst", "must be at least 1");
+        }
+        if self.exchange.in_flight_window == 0 {
+            return bad("exchange.in_flight_window", "must be at least 1");
+        }
+        let sandbox = &self.exchange.sandbox;
+        for (key, value) in [
+            (
+                "exchange.sandbox.treasury_initial_usd_cents",
+                sandbox.treasury_initial_usd_cents,
+            ),
+            (
+                "exchange.sandbox.exchange_initial_usd_cents",
+                sandbox.exchange_initial_usd_cents,
+            ),
+            (
+                "exchange.sandbox.withdrawal_fee_usd_cents",
+                sandbox.withdrawal_fee_usd_cents,
+            ),
+        ] {
+            if value < 0 {
+                return bad(key, "must be 0 or more");
+            }
+        }
+        if !matches!(self.email.transport.as_str(), "file" | "smtp") {
+            return bad("email.transport", "must be \"file\" or \"smtp\"");
+        }
+        if !matches!(self.email.smtp.tls.as_str(), "none" | "starttls" | "tls") {
+            return bad(
+                "email.smtp.tls",
+                "must be \"none\", \"starttls\" or \"tls\"",
+            );
+        }
+        if self.email.max_attempts == 0 {
+            return bad("email.max_attempts", "must be at least 1");
+        }
+        if self.email.from.parse::<lettre::message::Mailbox>().is_err() {
+            return bad(
+                "email.from",
+                "not a mailbox such as `Payroll <payroll@example.com>`",
+            );
         }
         Ok(())
     }

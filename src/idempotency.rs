@@ -184,33 +184,6 @@ pub async fn claim(
     Ok(verdict)
 }
 
-/// Stores the answer in the operation's own transaction.
-pub async fn complete<C: ConnectionTrait>(
-    conn: &C,
-    claim: &IdempotencyClaim,
-    status: u16,
-    body: String,
-) -> Result<(), DbErr> {
-    idempotency_record::Entity::update_many()
-        .col_expr(
-            idempotency_record::Column::State,
-            sea_orm::sea_query::Expr::value(IdempotencyState::Completed.as_str()),
-        )
-        .col_expr(
-            idempotency_record::Column::ResponseStatus,
-            sea_orm::sea_query::Expr::value(i32::from(status)),
-        )
-        .col_expr(
-            idempotency_record::Column::ResponseBody,
-            sea_orm::sea_query::Expr::value(body),
-        )
-        .filter(idempotency_record::Column::LineageId.eq(claim.lineage_id.as_str()))
-        .filter(idempotency_record::Column::IdempotencyKey.eq(claim.key.as_str()))
-        .exec(conn)
-        .await?;
-    Ok(())
-}
-
 /// Drops the claim of a request that failed, so the key can be sent again.
 pub async fn release(db: &Db, claim: &IdempotencyClaim) -> Result<(), DbErr> {
     let tx = db.begin_write().await?;

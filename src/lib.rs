@@ -13,6 +13,7 @@ pub mod idempotency;
 pub mod keys;
 pub mod openapi;
 pub mod routes;
+pub mod run_commands;
 pub mod startup;
 pub mod state;
 pub mod telemetry;

@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use payroll::{
     admin,
-    cli::{AdminCommand, Cli, Command},
+    cli::{AdminCommand, Cli, Command, SandboxCommand},
     config::Settings,
     startup::{self, Application},
     telemetry,
@@ -40,6 +40,14 @@ fn main() -> ExitCode {
                 let key =
                     admin::create_key(&settings, &name, &scopes, expires_at.as_deref()).await?;
                 println!("{}", serde_json::to_string_pretty(&key)?);
+                Ok(())
+            }
+            Command::Admin(AdminCommand::Sandbox(SandboxCommand::Adjust {
+                account,
+                delta_usd_cents,
+            })) => {
+                let balance = admin::adjust_sandbox(&settings, &account, delta_usd_cents).await?;
+                println!("{}", serde_json::to_string_pretty(&balance)?);
                 Ok(())
             }
         }

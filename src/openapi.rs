@@ -11,7 +11,7 @@ use utoipa::OpenApi;
 use crate::{
     api::API_VERSION,
     error::ErrorCode,
-    routes::{self, ROUTES, api_keys, audit_log, docs, employees, runs},
+    routes::{self, ROUTES, api_keys, audit_log, docs, employees, jobs, payouts, runs, treasury},
 };
 
 #[derive(OpenApi)]
@@ -38,8 +38,20 @@ use crate::{
         runs::create,
         runs::get,
         runs::payouts,
+        runs::confirm,
+        runs::balance_check,
+        runs::execute,
+        runs::sync,
+        runs::retry_failed,
         runs::cancel,
         runs::archive,
+        payouts::get,
+        payouts::retry,
+        payouts::cancel,
+        jobs::get,
+        treasury::balance,
+        treasury::create_transfer,
+        treasury::list_transfers,
         audit_log::list,
     ),
     components(schemas(crate::api::Pagination))

@@ -8,7 +8,10 @@ use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
 use anyhow::Context;
 use payroll_actors::{
     audit_writer::{AuditWriter, Flush},
+    exchange::{ExchangeProvider, actor::ExchangeActor, sandbox::SandboxProvider},
+    mailer::Mailer,
     retention::RetentionJanitor,
+    run::{manager::RunManager, operations::RunDeps},
 };
 use payroll_entities::{ActorType, api_key, db::Db, time};
 use payroll_migration::{Migrator, MigratorTrait};
@@ -21,7 +24,7 @@ use crate::{
     auth,
     config::{Secret, Settings},
     gate, keys, routes,
-    state::AppState,
+    state::{Actors, AppState},
 };
 
 pub struct Application {
@@ -118,8 +121,38 @@ impl Application {
         )
         .start();
         RetentionJanitor::new(db.clone(), Duration::from_secs(60)).start();
+        let provider: Arc<dyn ExchangeProvider> = Arc::new(
+            SandboxProvider::open(db.clone(), settings.exchange.sandbox.clone())
+                .await
+                .context("the sandbox exchange could not be opened")?,
+        );
+        let exchange_provider = provider.name();
+        let exchange = ExchangeActor::new(
+            provider,
+            settings.exchange.withdrawals_per_second,
+            settings.exchange.burst,
+        )
+        .start();
+        let mailer = Mailer::new(db.clone(), settings.email.clone(), &settings.data.dir)
+            .context("email settings")?
+            .start();
+        let runs = RunManager::new(Arc::new(RunDeps {
+            db: db.clone(),
+            exchange: exchange.clone(),
+            mailer: Some(mailer.recipient()),
+            runs: settings.runs.clone(),
+            exchange_settings: settings.exchange.clone(),
+            test_run: settings.test_run.clone(),
+        }))
+        .start();
 
-        let state = web::Data::new(AppState::new(settings.clone(), db, pepper, audit));
+        let actors = Actors {
+            audit,
+            runs,
+            exchange,
+            exchange_provider,
+        };
+        let state = web::Data::new(AppState::new(settings.clone(), db, pepper, actors));
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
             .with_context(|| {
                 format!(

@@ -4,7 +4,9 @@ use std::{num::NonZeroU32, sync::Arc};
 
 use actix::Addr;
 use governor::{DefaultKeyedRateLimiter, Quota};
-use payroll_actors::audit_writer::AuditWriter;
+use payroll_actors::{
+    audit_writer::AuditWriter, exchange::actor::ExchangeActor, run::manager::RunManager,
+};
 use payroll_entities::db::Db;
 
 use crate::config::{Secret, Settings};
@@ -15,8 +17,20 @@ pub struct AppState {
     /// The key pepper: API keys are stored as HMACs under it.
     pub pepper: Secret,
     pub audit: Addr<AuditWriter>,
+    pub runs: Addr<RunManager>,
+    pub exchange: Addr<ExchangeActor>,
+    /// The exchange provider's name, for error details.
+    pub exchange_provider: &'static str,
     /// Per-API-key token buckets.
     pub limiter: DefaultKeyedRateLimiter<String>,
+}
+
+/// The actors handlers talk to.
+pub struct Actors {
+    pub audit: Addr<AuditWriter>,
+    pub runs: Addr<RunManager>,
+    pub exchange: Addr<ExchangeActor>,
+    pub exchange_provider: &'static str,
 }
 
 impl std::fmt::Debug for AppState {
@@ -26,12 +40,7 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    pub fn new(
-        settings: Arc<Settings>,
-        db: Db,
-        pepper: Secret,
-        audit: Addr<AuditWriter>,
-    ) -> AppState {
+    pub fn new(settings: Arc<Settings>, db: Db, pepper: Secret, actors: Actors) -> AppState {
         let per_second =
             NonZeroU32::new(settings.api.rate_limit_per_second).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(settings.api.rate_limit_burst).unwrap_or(NonZeroU32::MIN);
@@ -41,7 +50,10 @@ impl AppState {
             settings,
             db,
             pepper,
-            audit,
+            audit: actors.audit,
+            runs: actors.runs,
+            exchange: actors.exchange,
+            exchange_provider: actors.exchange_provider,
             limiter,
         }
     }

@@ -1,6 +1,11 @@
 //! The actors of the payroll service. No HTTP types live here: handlers pass what an actor
 //! must persist as plain data.
 
+pub mod ack;
 pub mod audit_writer;
+pub mod events;
+pub mod exchange;
+pub mod mailer;
 pub mod retention;
 pub mod run;
+pub mod settings;

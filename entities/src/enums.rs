@@ -153,3 +153,34 @@ mod tests {
         );
     }
 }
+
+string_enum!(
+    /// An execution job: PROCESSING until every payout it covers is terminal.
+    JobStatus { Processing = "PROCESSING", Completed = "COMPLETED", Failed = "FAILED" }
+);
+
+string_enum!(
+    /// A notification email in the outbox.
+    EmailStatus { Pending = "PENDING", Sent = "SENT", Failed = "FAILED" }
+);
+
+string_enum!(TransferDirection {
+    ToExchange = "to_exchange",
+    ToTreasury = "to_treasury",
+});
+
+string_enum!(TransferStatus {
+    Pending = "PENDING",
+    Completed = "COMPLETED",
+    Failed = "FAILED",
+});
+
+string_enum!(
+    /// A withdrawal as the sandbox exchange keeps it.
+    SandboxWithdrawalStatus { Pending = "PENDING", Completed = "COMPLETED", Failed = "FAILED" }
+);
+
+string_enum!(
+    /// The sandbox's two balances.
+    SandboxAccount { Exchange = "exchange", Treasury = "treasury" }
+);

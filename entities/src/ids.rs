@@ -16,6 +16,7 @@ pub enum IdKind {
     Audit,
     Transfer,
     Request,
+    Email,
 }
 
 impl IdKind {
@@ -32,6 +33,7 @@ impl IdKind {
             IdKind::Audit => "aud_",
             IdKind::Transfer => "trf_",
             IdKind::Request => "req_",
+            IdKind::Email => "eml_",
         }
     }
 }

@@ -4,14 +4,21 @@
 pub mod api_key;
 pub mod audit_entry;
 pub mod db;
+pub mod email_outbox;
 pub mod employee;
 pub mod enums;
+pub mod event;
 pub mod idempotency_record;
 pub mod ids;
+pub mod job;
 pub mod money;
 pub mod payout;
 pub mod payroll_run;
+pub mod sandbox_balance;
+pub mod sandbox_withdrawal;
 pub mod time;
+pub mod treasury_transfer;
+pub mod views;
 
 pub use enums::*;
 pub use money::Cents;

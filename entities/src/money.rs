@@ -9,6 +9,12 @@ use serde::{Deserialize, Serialize};
 #[serde(transparent)]
 pub struct Cents(pub i64);
 
+impl std::fmt::Display for Cents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 impl Cents {
     pub const ZERO: Cents = Cents(0);
 

@@ -26,6 +26,8 @@ pub struct Model {
     pub note: Option<String>,
     /// 1 + number of retries.
     pub attempt: i32,
+    /// The job of the latest execute or retry that covers this payout.
+    pub job_id: Option<String>,
     /// Ours (`pay_…-<attempt>`), committed before the exchange is called.
     #[sea_orm(unique)]
     pub client_withdrawal_id: Option<String>,

@@ -44,6 +44,16 @@ pub struct Model {
 }
 
 impl Model {
+    pub fn counter_mut(&mut self, status: PayoutStatus) -> &mut i64 {
+        match status {
+            PayoutStatus::Pending => &mut self.pending_count,
+            PayoutStatus::Processing => &mut self.processing_count,
+            PayoutStatus::Completed => &mut self.completed_count,
+            PayoutStatus::Failed => &mut self.failed_count,
+            PayoutStatus::Cancelled => &mut self.cancelled_count,
+        }
+    }
+
     /// The counter column of the summary for payouts in `status`.
     pub fn count_of(&self, status: PayoutStatus) -> i64 {
         match status {

@@ -8,6 +8,12 @@ mod m20260301_000003_create_audit_entries;
 mod m20260301_000004_create_employees;
 mod m20260301_000005_create_payroll_runs;
 mod m20260301_000006_create_payouts;
+mod m20260302_000001_create_jobs;
+mod m20260302_000002_create_events;
+mod m20260302_000003_create_email_outbox;
+mod m20260302_000004_create_sandbox;
+mod m20260302_000005_create_treasury_transfers;
+mod m20260302_000006_add_payout_job;
 
 pub struct Migrator;
 
@@ -21,6 +27,12 @@ impl MigratorTrait for Migrator {
             Box::new(m20260301_000004_create_employees::Migration),
             Box::new(m20260301_000005_create_payroll_runs::Migration),
             Box::new(m20260301_000006_create_payouts::Migration),
+            Box::new(m20260302_000001_create_jobs::Migration),
+            Box::new(m20260302_000002_create_events::Migration),
+            Box::new(m20260302_000003_create_email_outbox::Migration),
+            Box::new(m20260302_000004_create_sandbox::Migration),
+            Box::new(m20260302_000005_create_treasury_transfers::Migration),
+            Box::new(m20260302_000006_add_payout_job::Migration),
         ]
     }
 }

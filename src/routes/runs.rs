@@ -5,20 +5,19 @@ use std::collections::{HashMap, HashSet};
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode, web};
 use chrono::{DateTime, Utc};
 use futures_util::stream;
-use payroll_actors::run::{
-    planning,
-    store::{self, StaleRun},
-    transitions::{self, RunOp},
+use payroll_actors::{
+    events::run_event,
+    run::{messages::RunCommand, planning, store, transitions},
 };
 use payroll_entities::{
-    EmployeeStatus, PayoutStatus, RunStatus, RunType, Stablecoin, employee, ids, payout,
+    EmployeeStatus, PayoutStatus, RunStatus, RunType, Stablecoin, employee, ids, job, payout,
     payroll_run, time,
+    views::{PayoutResource, RunResource},
 };
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
@@ -28,175 +27,9 @@ use crate::{
     auth::{self, Scope},
     dates::{DateInput, DayEdge},
     error::{ApiError, ErrorCode, FieldError},
+    routes::api_keys::EmptyRequest,
+    run_commands::{self, BalanceCheckResource},
 };
-
-/// Counts of the run's payouts by status.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct PayoutSummary {
-    pub pending: i64,
-    pub processing: i64,
-    pub completed: i64,
-    pub failed: i64,
-    pub cancelled: i64,
-}
-
-/// A payroll run as the API shows it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct RunResource {
-    pub id: String,
-    pub status: RunStatus,
-    #[serde(rename = "type")]
-    pub run_type: RunType,
-    pub is_adhoc: bool,
-    pub is_test_run: bool,
-    pub is_archived: bool,
-    pub label: Option<String>,
-    pub note: Option<String>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub period_start: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub period_end: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub pay_date: Option<DateTime<Utc>>,
-    pub employee_count: i64,
-    pub total_amount_usd_cents: i64,
-    pub total_fees_usd_cents: i64,
-    pub stablecoin: Stablecoin,
-    pub payout_summary: PayoutSummary,
-    /// The latest execution job, or null before the first execute.
-    #[schema(value_type = Option<Object>)]
-    pub job: Option<serde_json::Value>,
-    pub created_by_key_id: Option<String>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub confirmed_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub deposited_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub executed_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub completed_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub cancelled_at: Option<DateTime<Utc>>,
-    pub cancel_reason: Option<String>,
-}
-
-impl From<&payroll_run::Model> for RunResource {
-    fn from(m: &payroll_run::Model) -> RunResource {
-        RunResource {
-            id: m.id.clone(),
-            status: m.status,
-            run_type: m.run_type,
-            is_adhoc: m.run_type == RunType::AdHoc,
-            is_test_run: m.is_test_run,
-            is_archived: m.is_archived,
-            label: m.label.clone(),
-            note: m.note.clone(),
-            period_start: m.period_start,
-            period_end: m.period_end,
-            pay_date: m.pay_date,
-            employee_count: m.employee_count,
-            total_amount_usd_cents: m.total_amount_usd_cents,
-            total_fees_usd_cents: m.total_fees_usd_cents,
-            stablecoin: m.stablecoin,
-            payout_summary: PayoutSummary {
-                pending: m.pending_count,
-                processing: m.processing_count,
-                completed: m.completed_count,
-                failed: m.failed_count,
-                cancelled: m.cancelled_count,
-            },
-            job: None,
-            created_by_key_id: m.created_by_key_id.clone(),
-            created_at: m.created_at,
-            confirmed_at: m.confirmed_at,
-            deposited_at: m.deposited_at,
-            executed_at: m.executed_at,
-            completed_at: m.completed_at,
-            cancelled_at: m.cancelled_at,
-            cancel_reason: m.cancel_reason.clone(),
-        }
-    }
-}
-
-/// A payout as the API shows it.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct PayoutResource {
-    pub id: String,
-    pub payroll_run_id: String,
-    pub employee_id: String,
-    pub employee_name: String,
-    pub employee_email: String,
-    pub status: PayoutStatus,
-    pub is_test_run: bool,
-    /// Net amount: what is withdrawn.
-    pub amount_usd_cents: i64,
-    pub fee_usd_cents: i64,
-    pub test_run_deduction_usd_cents: i64,
-    pub stablecoin: Stablecoin,
-    pub network: payroll_entities::Network,
-    pub wallet_address: String,
-    pub note: Option<String>,
-    pub attempt: i32,
-    pub client_withdrawal_id: Option<String>,
-    pub cex_withdrawal_id: Option<String>,
-    pub on_chain_tx_hash: Option<String>,
-    pub block_explorer_url: Option<String>,
-    pub failed_reason: Option<String>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub initiated_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub completed_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: DateTime<Utc>,
-}
-
-impl From<&payout::Model> for PayoutResource {
-    fn from(m: &payout::Model) -> PayoutResource {
-        PayoutResource {
-            id: m.id.clone(),
-            payroll_run_id: m.payroll_run_id.clone(),
-            employee_id: m.employee_id.clone(),
-            employee_name: m.employee_name.clone(),
-            employee_email: m.employee_email.clone(),
-            status: m.status,
-            is_test_run: m.is_test_run,
-            amount_usd_cents: m.amount_usd_cents,
-            fee_usd_cents: m.fee_usd_cents,
-            test_run_deduction_usd_cents: m.test_run_deduction_usd_cents,
-            stablecoin: m.stablecoin,
-            network: m.network,
-            wallet_address: m.wallet_address.clone(),
-            note: m.note.clone(),
-            attempt: m.attempt,
-            client_withdrawal_id: m.client_withdrawal_id.clone(),
-            cex_withdrawal_id: m.cex_withdrawal_id.clone(),
-            on_chain_tx_hash: m.on_chain_tx_hash.clone(),
-            block_explorer_url: m.block_explorer_url.clone(),
-            failed_reason: m.failed_reason.clone(),
-            initiated_at: m.initiated_at,
-            completed_at: m.completed_at,
-            created_at: m.created_at,
-            updated_at: m.updated_at,
-        }
-    }
-}
 
 /// One payee of an `ad_hoc` or `reimbursement` run.
 #[derive(Debug, Clone, Deserialize, ToSchema)]
@@ -279,12 +112,37 @@ pub fn transition_refused(refused: transitions::Refused, operation: &str) -> Api
     .detail("allowed_operations", json!(refused.allowed_operations))
 }
 
-impl From<StaleRun> for ApiError {
-    fn from(_: StaleRun) -> ApiError {
-        ApiError::unavailable("The run changed while this request ran.").hint(
-            "Retry with the same Idempotency-Key; the request runs against the run's new state.",
-        )
+/// The current jobs of these runs, by id.
+async fn jobs_of<C: ConnectionTrait>(
+    conn: &C,
+    runs: &[payroll_run::Model],
+) -> Result<HashMap<String, job::Model>, ApiError> {
+    let ids: Vec<String> = runs
+        .iter()
+        .filter_map(|r| r.current_job_id.clone())
+        .collect();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
     }
+    Ok(job::Entity::find()
+        .filter(job::Column::Id.is_in(ids))
+        .all(conn)
+        .await?
+        .into_iter()
+        .map(|j| (j.id.clone(), j))
+        .collect())
+}
+
+/// The run as shown, with its current job.
+pub async fn show_run<C: ConnectionTrait>(
+    conn: &C,
+    run: &payroll_run::Model,
+) -> Result<RunResource, ApiError> {
+    let jobs = jobs_of(conn, std::slice::from_ref(run)).await?;
+    Ok(RunResource::new(
+        run,
+        run.current_job_id.as_ref().and_then(|id| jobs.get(id)),
+    ))
 }
 
 #[utoipa::path(get, path = "/payroll-runs", operation_id = "listPayrollRuns", tag = "payroll-runs",
@@ -368,13 +226,11 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     };
     let db = &req.state().db.conn;
     let total = select.clone().count(db).await?;
-    let items: Vec<RunResource> = select
-        .limit(page.limit)
-        .offset(page.offset)
-        .all(db)
-        .await?
+    let runs = select.limit(page.limit).offset(page.offset).all(db).await?;
+    let jobs = jobs_of(db, &runs).await?;
+    let items: Vec<RunResource> = runs
         .iter()
-        .map(RunResource::from)
+        .map(|r| RunResource::new(r, r.current_job_id.as_ref().and_then(|id| jobs.get(id))))
         .collect();
     req.list(&items, page, total)
 }
@@ -602,6 +458,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             wallet_address: e.wallet_address,
             note,
             attempt: 1,
+            job_id: None,
             client_withdrawal_id: None,
             cex_withdrawal_id: None,
             on_chain_tx_hash: None,
@@ -668,7 +525,9 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         "total_amount_usd_cents": total.0,
         "first_payout_ids": first_ids,
     }));
-    let shown = RunResource::from(&run);
+    let shown = RunResource::new(&run, None);
+    payroll_actors::events::insert_events(&*tx, vec![run_event("payroll.run.created", &run, None)])
+        .await?;
     store::insert_run(&*tx, run, payouts).await?;
     req.commit::<_, RunResource>(tx, StatusCode::CREATED, &shown, None, record)
         .await
@@ -680,7 +539,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let run = find_run(&req, req.param("run_id")).await?;
-    req.ok(&RunResource::from(&run))
+    req.ok(&show_run(&req.state().db.conn, &run).await?)
 }
 
 const CSV_PAGE: u64 = 1000;
@@ -873,9 +732,59 @@ fn csv_stream(
         .streaming(body)
 }
 
+/// Checks the run exists (404 otherwise) before its actor is started for it.
+async fn existing_run_id(req: &ApiRequest) -> Result<String, ApiError> {
+    Ok(find_run(req, req.param("run_id")).await?.id)
+}
+
+#[utoipa::path(post, path = "/payroll-runs/{run_id}/confirm", operation_id = "confirmPayrollRun", tag = "payroll-runs",
+    params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
+    responses((status = 200, description = "The run, CONFIRMED: payees re-read, fees quoted, test-run deductions taken, amounts locked", body = RunResource)))]
+pub async fn confirm(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let run_id = existing_run_id(&req).await?;
+    run_commands::send(&req, &run_id, RunCommand::Confirm, StatusCode::OK).await
+}
+
+#[utoipa::path(post, path = "/payroll-runs/{run_id}/balance-check", operation_id = "checkPayrollRunBalance", tag = "payroll-runs",
+    params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
+    responses((status = 200, description = "Whether the exchange account covers the run; a covered CONFIRMED run becomes DEPOSITED (funds reserved)", body = BalanceCheckResource)))]
+pub async fn balance_check(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let run_id = existing_run_id(&req).await?;
+    run_commands::send(&req, &run_id, RunCommand::BalanceCheck, StatusCode::OK).await
+}
+
+#[utoipa::path(post, path = "/payroll-runs/{run_id}/execute", operation_id = "executePayrollRun", tag = "payroll-runs",
+    params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
+    responses((status = 200, description = "The run, PAYING_OUT, with its job: withdrawals start, each payee is emailed", body = RunResource)))]
+pub async fn execute(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let run_id = existing_run_id(&req).await?;
+    run_commands::send(&req, &run_id, RunCommand::Execute, StatusCode::OK).await
+}
+
+#[utoipa::path(post, path = "/payroll-runs/{run_id}/sync", operation_id = "syncPayrollRun", tag = "payroll-runs",
+    params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
+    responses((status = 200, description = "The run after one reconciliation pass with the exchange (PAYING_OUT runs); poll until every payout is terminal", body = RunResource)))]
+pub async fn sync(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let run_id = existing_run_id(&req).await?;
+    run_commands::send(&req, &run_id, RunCommand::Sync, StatusCode::OK).await
+}
+
+#[utoipa::path(post, path = "/payroll-runs/{run_id}/retry-failed", operation_id = "retryFailedPayouts", tag = "payroll-runs",
+    params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
+    responses((status = 200, description = "The run, PAYING_OUT again with a new job: every FAILED payout is sent again to its employee's current wallet", body = RunResource)))]
+pub async fn retry_failed(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let run_id = existing_run_id(&req).await?;
+    run_commands::send(&req, &run_id, RunCommand::RetryFailed, StatusCode::OK).await
+}
+
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/cancel", operation_id = "cancelPayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<CancelRunRequest>),
-    responses((status = 200, description = "The run, now CANCELLED; its pending payouts are CANCELLED", body = RunResource)))]
+    responses((status = 200, description = "The run, now CANCELLED; its pending payouts are CANCELLED and its reservation released", body = RunResource)))]
 pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let body: CancelRunRequest = req.json()?;
     let mut errors = Vec::new();
@@ -883,67 +792,20 @@ pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
-    let run = find_run(&req, req.param("run_id")).await?;
-    let caller = req.caller()?;
-    if matches!(run.status, RunStatus::Confirmed | RunStatus::Deposited)
-        && !auth::grants(&caller.scopes, Scope::PayrollExecute)
-    {
-        return Err(ApiError::insufficient_scope(&["payroll:execute"], &caller.scopes).hint(
-            "A confirmed run has funds committed to it; a key with payroll:execute (a human) must cancel it.",
-        ));
-    }
-    let next = transitions::apply(run.status, RunOp::Cancel)
-        .map_err(|r| transition_refused(r, "cancelled"))?;
-    let now = time::now();
-    let tx = req.state().db.begin_write().await?;
-    let cancelled = store::cancel_pending_payouts(&*tx, &run.id, now).await? as i64;
-    let changes = payroll_run::ActiveModel {
-        status: Set(next),
-        cancelled_at: Set(Some(now)),
-        cancel_reason: Set(body.reason.clone()),
-        pending_count: Set(run.pending_count - cancelled),
-        cancelled_count: Set(run.cancelled_count + cancelled),
-        updated_at: Set(now),
-        ..Default::default()
+    let run_id = existing_run_id(&req).await?;
+    let may_cancel_funded = auth::grants(&req.caller()?.scopes, Scope::PayrollExecute);
+    let command = RunCommand::Cancel {
+        reason: body.reason,
+        may_cancel_funded,
     };
-    store::update_run(&*tx, &run, changes).await??;
-    let mut after = run.clone();
-    after.status = next;
-    after.cancelled_at = Some(now);
-    after.cancel_reason = body.reason;
-    after.pending_count -= cancelled;
-    after.cancelled_count += cancelled;
-    let record = AuditRecord::new("PAYROLL_RUN_CANCELLED", "payroll_run", &run.id).details(json!({
-        "status": {"before": run.status, "after": next},
-        "cancelled_payouts": cancelled,
-        "reason": after.cancel_reason,
-    }));
-    req.commit::<_, RunResource>(tx, StatusCode::OK, &RunResource::from(&after), None, record)
-        .await
+    run_commands::send(&req, &run_id, command, StatusCode::OK).await
 }
 
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/archive", operation_id = "archivePayrollRun", tag = "payroll-runs",
-    params(("run_id" = String, Path)), request_body(content = Option<crate::routes::api_keys::EmptyRequest>),
+    params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run, archived (hidden from lists unless include_archived=true)", body = RunResource)))]
 pub async fn archive(req: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let _: crate::routes::api_keys::EmptyRequest = req.json()?;
-    let run = find_run(&req, req.param("run_id")).await?;
-    transitions::apply(run.status, RunOp::Archive)
-        .map_err(|r| transition_refused(r, "archived"))?;
-    let now = time::now();
-    let tx = req.state().db.begin_write().await?;
-    if !run.is_archived {
-        let changes = payroll_run::ActiveModel {
-            is_archived: Set(true),
-            updated_at: Set(now),
-            ..Default::default()
-        };
-        store::update_run(&*tx, &run, changes).await??;
-    }
-    let mut after = run.clone();
-    after.is_archived = true;
-    let record = AuditRecord::new("PAYROLL_RUN_ARCHIVED", "payroll_run", &run.id)
-        .details(json!({"is_archived": {"before": run.is_archived, "after": true}}));
-    req.commit::<_, RunResource>(tx, StatusCode::OK, &RunResource::from(&after), None, record)
-        .await
+    let _: EmptyRequest = req.json()?;
+    let run_id = existing_run_id(&req).await?;
+    run_commands::send(&req, &run_id, RunCommand::Archive, StatusCode::OK).await
 }

@@ -1,0 +1,129 @@
+//! What a client's request commits together with the change it asked for (CONTRACT §3, §12):
+//! the idempotency record with the answer, and the audit entry. The HTTP layer hands both over
+//! as plain data, plus a function that renders the answer from the outcome, so that the stored
+//! answer and the sent one are the same bytes.
+
+use payroll_entities::{
+    IdempotencyState, audit_entry, idempotency_record, job, payout, payroll_run,
+};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, sea_query::Expr,
+};
+use serde_json::Value;
+
+/// The figures of a balance check (CONTRACT §7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BalanceCheck {
+    pub sufficient: bool,
+    pub required: i64,
+    pub available: i64,
+    pub deficit: i64,
+    pub run: payroll_run::Model,
+    pub checked_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// What an operation on a run produced, for the answer.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Run {
+        run: payroll_run::Model,
+        job: Option<job::Model>,
+    },
+    BalanceCheck(BalanceCheck),
+    Payout(payout::Model),
+}
+
+pub type Render = Box<dyn FnOnce(&Outcome) -> Result<Vec<u8>, String> + Send>;
+
+/// The idempotency key a request holds.
+#[derive(Debug, Clone)]
+pub struct IdempotencyTarget {
+    pub lineage_id: String,
+    pub key: String,
+}
+
+pub struct Acknowledgement {
+    pub idempotency: Option<IdempotencyTarget>,
+    /// The status code of the answer.
+    pub status: u16,
+    /// The request's audit entry; the actor fills in action, resource and details.
+    pub audit: audit_entry::Model,
+    pub render: Render,
+}
+
+impl std::fmt::Debug for Acknowledgement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Acknowledgement")
+            .field("idempotency", &self.idempotency)
+            .field("status", &self.status)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the audit entry of an operation says it did.
+#[derive(Debug, Clone)]
+pub struct AuditAction {
+    pub action: &'static str,
+    pub resource_type: &'static str,
+    pub resource_id: String,
+    pub details: Value,
+}
+
+/// Stores an answer in the operation's transaction.
+pub async fn complete_idempotency<C: ConnectionTrait>(
+    conn: &C,
+    target: &IdempotencyTarget,
+    status: u16,
+    body: String,
+) -> Result<(), DbErr> {
+    idempotency_record::Entity::update_many()
+        .col_expr(
+            idempotency_record::Column::State,
+            Expr::value(IdempotencyState::Completed.as_str()),
+        )
+        .col_expr(
+            idempotency_record::Column::ResponseStatus,
+            Expr::value(i32::from(status)),
+        )
+        .col_expr(idempotency_record::Column::ResponseBody, Expr::value(body))
+        .filter(idempotency_record::Column::LineageId.eq(target.lineage_id.as_str()))
+        .filter(idempotency_record::Column::IdempotencyKey.eq(target.key.as_str()))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+pub async fn insert_audit<C: ConnectionTrait>(
+    conn: &C,
+    entry: audit_entry::Model,
+) -> Result<(), DbErr> {
+    audit_entry::Entity::insert(entry.into_active_model())
+        .exec_without_returning(conn)
+        .await?;
+    Ok(())
+}
+
+impl Acknowledgement {
+    /// Renders the answer, stores it under the idempotency key and writes the audit entry, in
+    /// `conn`'s transaction. Returns the answer's body.
+    pub async fn commit_in<C: ConnectionTrait>(
+        self,
+        conn: &C,
+        outcome: &Outcome,
+        action: AuditAction,
+    ) -> Result<Vec<u8>, DbErr> {
+        let body = (self.render)(outcome).map_err(DbErr::Custom)?;
+        if let Some(target) = &self.idempotency {
+            let text = String::from_utf8(body.clone()).map_err(|e| DbErr::Custom(e.to_string()))?;
+            complete_idempotency(conn, target, self.status, text).await?;
+        }
+        let mut entry = self.audit;
+        entry.action = Some(action.action.to_owned());
+        entry.resource_type = Some(action.resource_type.to_owned());
+        entry.resource_id = Some(action.resource_id);
+        entry.details = action.details;
+        entry.status_code = Some(i32::from(self.status));
+        insert_audit(conn, entry).await?;
+        Ok(body)
+    }
+}

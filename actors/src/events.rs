@@ -1,0 +1,64 @@
+//! Event rows: one per run or payout transition, in the transition's transaction. Their
+//! `data.object` is the resource as the API shows it.
+
+use payroll_entities::{
+    event, ids, job, payout, payroll_run, time,
+    views::{PayoutResource, RunResource},
+};
+use sea_orm::{ConnectionTrait, DbErr, EntityTrait, IntoActiveModel};
+use serde_json::json;
+
+/// Every event kind (CONTRACT §10).
+pub const EVENT_KINDS: &[&str] = &[
+    "payroll.run.created",
+    "payroll.run.confirmed",
+    "payroll.run.deposited",
+    "payroll.run.executing",
+    "payroll.run.completed",
+    "payroll.run.failed",
+    "payroll.run.cancelled",
+    "payout.processing",
+    "payout.completed",
+    "payout.failed",
+    "payout.cancelled",
+    "webhook.test",
+];
+
+pub fn run_event(kind: &str, run: &payroll_run::Model, job: Option<&job::Model>) -> event::Model {
+    event::Model {
+        id: ids::new_id(ids::IdKind::Event),
+        event_type: kind.to_owned(),
+        resource_id: run.id.clone(),
+        created_at: time::now(),
+        data: json!({ "object": RunResource::new(run, job) }),
+    }
+}
+
+pub fn payout_event(kind: &str, payout: &payout::Model) -> event::Model {
+    event::Model {
+        id: ids::new_id(ids::IdKind::Event),
+        event_type: kind.to_owned(),
+        resource_id: payout.id.clone(),
+        created_at: time::now(),
+        data: json!({ "object": PayoutResource::from(payout) }),
+    }
+}
+
+/// Inserts events in multi-row statements.
+pub async fn insert_events<C: ConnectionTrait>(
+    conn: &C,
+    events: Vec<event::Model>,
+) -> Result<(), DbErr> {
+    let mut rows = events.into_iter().peekable();
+    while rows.peek().is_some() {
+        let chunk: Vec<event::ActiveModel> = rows
+            .by_ref()
+            .take(500)
+            .map(IntoActiveModel::into_active_model)
+            .collect();
+        event::Entity::insert_many(chunk)
+            .exec_without_returning(conn)
+            .await?;
+    }
+    Ok(())
+}

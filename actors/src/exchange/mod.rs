@@ -1,0 +1,143 @@
+//! The exchange: a provider interface (balance, withdrawals by client id, lookups, fees,
+//! treasury transfers), the sandbox provider, and the `ExchangeActor` that owns the
+//! conversation with it and the withdrawal rate limit.
+
+pub mod actor;
+pub mod sandbox;
+pub mod token_bucket;
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
+
+/// One withdrawal to send: our client id is `pay_…-<attempt>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WithdrawalRequest {
+    pub client_id: String,
+    pub amount: Cents,
+    pub fee: Cents,
+    pub network: Network,
+    pub address: String,
+}
+
+/// What the exchange answered to one withdrawal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WithdrawalOutcome {
+    /// Accepted: the money left the available balance.
+    Accepted { cex_id: String },
+    /// Definitely refused: nothing was withdrawn.
+    Rejected { reason: String },
+    /// The exchange's rate limit: nothing was withdrawn; send again later.
+    RateLimited { retry_after_ms: u64 },
+    /// No clear answer (timeout, reset, 5xx): look the client id up before anything else.
+    Ambiguous { reason: String },
+}
+
+/// A withdrawal as the exchange knows it, looked up by client id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RemoteStatus {
+    /// The exchange has no withdrawal with this client id.
+    Unknown,
+    Pending {
+        cex_id: String,
+    },
+    Completed {
+        cex_id: String,
+        tx_hash: String,
+        explorer_url: Option<String>,
+    },
+    Failed {
+        cex_id: String,
+        reason: String,
+    },
+}
+
+/// The exchange account and, where the provider has one, the treasury wallet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Balances {
+    pub available: Cents,
+    pub deposit_address: String,
+    pub network: Network,
+    pub treasury: Option<TreasuryWallet>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreasuryWallet {
+    pub address: String,
+    pub network: Network,
+    pub balance: Cents,
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum ExchangeError {
+    #[error("exchange unavailable: {0}")]
+    Unavailable(String),
+    #[error("the source holds {available} cents, {requested} were requested")]
+    InsufficientFunds { requested: Cents, available: Cents },
+    #[error("the provider cannot move treasury funds")]
+    TransferUnsupported {
+        deposit_address: String,
+        network: Network,
+    },
+}
+
+impl From<sea_orm::DbErr> for ExchangeError {
+    fn from(err: sea_orm::DbErr) -> ExchangeError {
+        ExchangeError::Unavailable(err.to_string())
+    }
+}
+
+#[async_trait]
+pub trait ExchangeProvider: Send + Sync {
+    /// `sandbox`, `okx`, …
+    fn name(&self) -> &'static str;
+
+    async fn balances(&self) -> Result<Balances, ExchangeError>;
+
+    /// The fee the exchange charges for one withdrawal on `network`.
+    async fn fee(&self, network: Network) -> Result<Cents, ExchangeError>;
+
+    /// The smallest withdrawal the exchange accepts.
+    fn min_withdrawal(&self) -> Cents;
+
+    /// Sends withdrawals; one outcome per request, in order. A provider without batches sends
+    /// them one by one.
+    async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome>;
+
+    /// What the exchange knows of these client ids.
+    async fn lookup(
+        &self,
+        client_ids: &[String],
+    ) -> Result<HashMap<String, RemoteStatus>, ExchangeError>;
+
+    /// Moves funds between the treasury wallet and the exchange account. `transfer_id` is
+    /// ours: a transfer already made under it is answered again, never made twice.
+    async fn transfer(
+        &self,
+        transfer_id: &str,
+        direction: TransferDirection,
+        amount: Cents,
+        note: Option<String>,
+    ) -> Result<treasury_transfer::Model, ExchangeError>;
+
+    /// Transfers, newest first, with their current status.
+    async fn transfers(
+        &self,
+        limit: u64,
+        offset: u64,
+    ) -> Result<(Vec<treasury_transfer::Model>, u64), ExchangeError>;
+}
+
+/// A block explorer link for a transaction.
+pub fn explorer_url(network: Network, tx_hash: &str) -> String {
+    let base = match network {
+        Network::Ethereum => "https://etherscan.io/tx/",
+        Network::Polygon => "https://polygonscan.com/tx/",
+        Network::Base => "https://basescan.org/tx/",
+        Network::Arbitrum => "https://arbiscan.io/tx/",
+        Network::Optimism => "https://optimistic.etherscan.io/tx/",
+        Network::Solana => "https://solscan.io/tx/",
+    };
+    format!("{base}{tx_hash}")
+}

@@ -1,0 +1,473 @@
+//! The sandbox exchange, the embedded default provider: an exchange account and a treasury
+//! wallet kept in the service's own database, never cached, so an operator's adjustment is
+//! seen at once. Withdrawals settle `completion_delay_ms` after acceptance, with a
+//! deterministic transaction hash; those to `fail_addresses` fail and are refunded.
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use payroll_entities::{
+    Cents, Network, SandboxAccount, SandboxWithdrawalStatus, TransferDirection, TransferStatus,
+    db::{Db, WriteTx},
+    sandbox_balance, sandbox_withdrawal, time, treasury_transfer,
+};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait,
+    IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+use sha2::{Digest, Sha256};
+
+use super::{
+    Balances, ExchangeError, ExchangeProvider, RemoteStatus, TreasuryWallet, WithdrawalOutcome,
+    WithdrawalRequest, explorer_url,
+};
+use crate::settings::SandboxSettings;
+
+/// Where payroll funds are deposited on the sandbox exchange.
+pub const DEPOSIT_ADDRESS: &str = "0x5a4d000000000000000000000000000000000001";
+pub const TREASURY_ADDRESS: &str = "0x7e45000000000000000000000000000000000002";
+
+pub struct SandboxProvider {
+    db: Db,
+    settings: SandboxSettings,
+    /// Acceptance times within the last second, for the sandbox's own rate limit.
+    recent: Mutex<VecDeque<Instant>>,
+}
+
+impl SandboxProvider {
+    /// The provider, with its balances created from the configured starting amounts if this
+    /// database has none yet.
+    pub async fn open(db: Db, settings: SandboxSettings) -> Result<SandboxProvider, DbErr> {
+        let tx = db.begin_write().await?;
+        for (account, initial) in [
+            (
+                SandboxAccount::Exchange,
+                settings.exchange_initial_usd_cents,
+            ),
+            (
+                SandboxAccount::Treasury,
+                settings.treasury_initial_usd_cents,
+            ),
+        ] {
+            if sandbox_balance::Entity::find_by_id(account)
+                .one(&*tx)
+                .await?
+                .is_none()
+            {
+                sandbox_balance::ActiveModel {
+                    account: Set(account),
+                    balance_usd_cents: Set(initial),
+                    updated_at: Set(time::now()),
+                }
+                .insert(&*tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(SandboxProvider {
+            db,
+            settings,
+            recent: Mutex::new(VecDeque::new()),
+        })
+    }
+
+    fn fails(&self, address: &str) -> bool {
+        self.settings
+            .fail_addresses
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(address))
+    }
+
+    /// Takes a slot of the sandbox's own rate limit, or says how long to wait.
+    fn admit(&self) -> Result<(), u64> {
+        let limit = self.settings.max_withdrawals_per_second as usize;
+        if limit == 0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut recent = match self.recent.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        while recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1))
+        {
+            recent.pop_front();
+        }
+        if recent.len() >= limit {
+            let oldest = recent.front().copied().unwrap_or(now);
+            let wait = Duration::from_secs(1).saturating_sub(now.duration_since(oldest));
+            return Err(wait.as_millis() as u64 + 1);
+        }
+        recent.push_back(now);
+        Ok(())
+    }
+}
+
+async fn balance_of<C: ConnectionTrait>(conn: &C, account: SandboxAccount) -> Result<Cents, DbErr> {
+    Ok(Cents(
+        sandbox_balance::Entity::find_by_id(account)
+            .one(conn)
+            .await?
+            .map_or(0, |b| b.balance_usd_cents),
+    ))
+}
+
+async fn add_to<C: ConnectionTrait>(
+    conn: &C,
+    account: SandboxAccount,
+    delta: i64,
+) -> Result<(), DbErr> {
+    use sea_orm::sea_query::{Expr, ExprTrait};
+    sandbox_balance::Entity::update_many()
+        .col_expr(
+            sandbox_balance::Column::BalanceUsdCents,
+            Expr::col(sandbox_balance::Column::BalanceUsdCents).add(delta),
+        )
+        .col_expr(sandbox_balance::Column::UpdatedAt, Expr::value(time::now()))
+        .filter(sandbox_balance::Column::Account.eq(account))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+/// The deterministic transaction hash of a withdrawal.
+pub fn tx_hash(network: Network, client_id: &str) -> String {
+    let digest = Sha256::digest(client_id.as_bytes());
+    match network {
+        Network::Solana => bs58::encode(digest).into_string(),
+        _ => format!("0x{}", hex::encode(digest)),
+    }
+}
+
+/// Settles the due withdrawals (all of them, or those of `client_ids`): COMPLETED, or FAILED
+/// with the amount and fee returned to the exchange balance.
+async fn settle_due(tx: &WriteTx, client_ids: Option<&[String]>) -> Result<(), DbErr> {
+    let now = time::now();
+    let mut due = sandbox_withdrawal::Entity::find()
+        .filter(sandbox_withdrawal::Column::Status.eq(SandboxWithdrawalStatus::Pending))
+        .filter(sandbox_withdrawal::Column::SettlesAt.lte(now));
+    if let Some(ids) = client_ids {
+        due = due.filter(sandbox_withdrawal::Column::ClientId.is_in(ids.iter().cloned()));
+    }
+    let due = due.all(&**tx).await?;
+    let mut refund = 0i64;
+    for w in due {
+        let mut active = w.clone().into_active_model();
+        if let Some(reason) = &w.failed_reason {
+            active.status = Set(SandboxWithdrawalStatus::Failed);
+            active.failed_reason = Set(Some(reason.clone()));
+            refund += w.amount_usd_cents + w.fee_usd_cents;
+        } else {
+            active.status = Set(SandboxWithdrawalStatus::Completed);
+            active.tx_hash = Set(Some(tx_hash(w.network, &w.client_id)));
+        }
+        active.update(&**tx).await?;
+    }
+    if refund != 0 {
+        add_to(&**tx, SandboxAccount::Exchange, refund).await?;
+    }
+    Ok(())
+}
+
+/// Completes due transfers: the money arrives at the destination.
+async fn settle_transfers(tx: &WriteTx) -> Result<(), DbErr> {
+    let now = time::now();
+    let due = treasury_transfer::Entity::find()
+        .filter(treasury_transfer::Column::Status.eq(TransferStatus::Pending))
+        .filter(treasury_transfer::Column::SettlesAt.lte(now))
+        .all(&**tx)
+        .await?;
+    for t in due {
+        let destination = match t.direction {
+            TransferDirection::ToExchange => SandboxAccount::Exchange,
+            TransferDirection::ToTreasury => SandboxAccount::Treasury,
+        };
+        add_to(&**tx, destination, t.amount_usd_cents).await?;
+        let mut active = t.into_active_model();
+        active.status = Set(TransferStatus::Completed);
+        active.completed_at = Set(Some(now));
+        active.update(&**tx).await?;
+    }
+    Ok(())
+}
+
+fn remote_status(w: &sandbox_withdrawal::Model) -> RemoteStatus {
+    match w.status {
+        SandboxWithdrawalStatus::Pending => RemoteStatus::Pending {
+            cex_id: w.id.clone(),
+        },
+        SandboxWithdrawalStatus::Completed => {
+            let hash = w
+                .tx_hash
+                .clone()
+                .unwrap_or_else(|| tx_hash(w.network, &w.client_id));
+            RemoteStatus::Completed {
+                cex_id: w.id.clone(),
+                explorer_url: Some(explorer_url(w.network, &hash)),
+                tx_hash: hash,
+            }
+        }
+        SandboxWithdrawalStatus::Failed => RemoteStatus::Failed {
+            cex_id: w.id.clone(),
+            reason: w.failed_reason.clone().unwrap_or_else(|| "failed".into()),
+        },
+    }
+}
+
+/// Changes a sandbox balance from outside, as a movement on the exchange's own website would.
+pub async fn adjust(db: &Db, account: SandboxAccount, delta: i64) -> Result<Cents, String> {
+    let tx = db.begin_write().await.map_err(|e| e.to_string())?;
+    let current = balance_of(&*tx, account).await.map_err(|e| e.to_string())?;
+    let next = current
+        .0
+        .checked_add(delta)
+        .filter(|n| *n >= 0)
+        .ok_or_else(|| {
+            format!(
+                "the {account} balance is {} cents; it cannot go below 0",
+                current.0
+            )
+        })?;
+    add_to(&*tx, account, delta)
+        .await
+        .map_err(|e| e.to_string())?;
+    tx.commit().await.map_err(|e| e.to_string())?;
+    Ok(Cents(next))
+}
+
+#[async_trait]
+impl ExchangeProvider for SandboxProvider {
+    fn name(&self) -> &'static str {
+        "sandbox"
+    }
+
+    async fn balances(&self) -> Result<Balances, ExchangeError> {
+        let tx = self.db.begin_write().await?;
+        settle_due(&tx, None).await?;
+        settle_transfers(&tx).await?;
+        let available = balance_of(&*tx, SandboxAccount::Exchange).await?;
+        let treasury = balance_of(&*tx, SandboxAccount::Treasury).await?;
+        tx.commit().await?;
+        Ok(Balances {
+            available,
+            deposit_address: DEPOSIT_ADDRESS.into(),
+            network: Network::Ethereum,
+            treasury: Some(TreasuryWallet {
+                address: TREASURY_ADDRESS.into(),
+                network: Network::Ethereum,
+                balance: treasury,
+            }),
+        })
+    }
+
+    async fn fee(&self, _network: Network) -> Result<Cents, ExchangeError> {
+        Ok(Cents(self.settings.withdrawal_fee_usd_cents))
+    }
+
+    fn min_withdrawal(&self) -> Cents {
+        Cents(1)
+    }
+
+    async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome> {
+        match self.withdraw_batch(batch).await {
+            Ok(outcomes) => outcomes,
+            Err(err) => batch
+                .iter()
+                .map(|_| WithdrawalOutcome::Ambiguous {
+                    reason: err.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    async fn lookup(
+        &self,
+        client_ids: &[String],
+    ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
+        let tx = self.db.begin_write().await?;
+        let mut out = HashMap::with_capacity(client_ids.len());
+        for chunk in client_ids.chunks(1000) {
+            settle_due(&tx, Some(chunk)).await?;
+            for w in sandbox_withdrawal::Entity::find()
+                .filter(sandbox_withdrawal::Column::ClientId.is_in(chunk.iter().cloned()))
+                .all(&*tx)
+                .await?
+            {
+                out.insert(w.client_id.clone(), remote_status(&w));
+            }
+        }
+        tx.commit().await?;
+        for id in client_ids {
+            out.entry(id.clone()).or_insert(RemoteStatus::Unknown);
+        }
+        Ok(out)
+    }
+
+    async fn transfer(
+        &self,
+        transfer_id: &str,
+        direction: TransferDirection,
+        amount: Cents,
+        note: Option<String>,
+    ) -> Result<treasury_transfer::Model, ExchangeError> {
+        let tx = self.db.begin_write().await?;
+        settle_transfers(&tx).await?;
+        if let Some(existing) = treasury_transfer::Entity::find_by_id(transfer_id.to_owned())
+            .one(&*tx)
+            .await?
+        {
+            tx.commit().await?;
+            return Ok(existing);
+        }
+        settle_due(&tx, None).await?;
+        let source = match direction {
+            TransferDirection::ToExchange => SandboxAccount::Treasury,
+            TransferDirection::ToTreasury => SandboxAccount::Exchange,
+        };
+        let available = balance_of(&*tx, source).await?;
+        if available < amount {
+            return Err(ExchangeError::InsufficientFunds {
+                requested: amount,
+                available,
+            });
+        }
+        add_to(&*tx, source, -amount.0).await?;
+        let now = time::now();
+        let transfer = treasury_transfer::Model {
+            id: transfer_id.to_owned(),
+            direction,
+            amount_usd_cents: amount.0,
+            status: TransferStatus::Pending,
+            note,
+            created_at: now,
+            settles_at: now
+                + chrono::Duration::milliseconds(self.settings.transfer_delay_ms as i64),
+            completed_at: None,
+        };
+        treasury_transfer::Entity::insert(transfer.clone().into_active_model())
+            .exec_without_returning(&*tx)
+            .await?;
+        settle_transfers(&tx).await?;
+        let stored = treasury_transfer::Entity::find_by_id(transfer.id.clone())
+            .one(&*tx)
+            .await?
+            .unwrap_or(transfer);
+        tx.commit().await?;
+        Ok(stored)
+    }
+
+    async fn transfers(
+        &self,
+        limit: u64,
+        offset: u64,
+    ) -> Result<(Vec<treasury_transfer::Model>, u64), ExchangeError> {
+        let tx = self.db.begin_write().await?;
+        settle_transfers(&tx).await?;
+        tx.commit().await?;
+        let total = treasury_transfer::Entity::find()
+            .count(&self.db.conn)
+            .await?;
+        let items = treasury_transfer::Entity::find()
+            .order_by_desc(treasury_transfer::Column::CreatedAt)
+            .order_by_desc(treasury_transfer::Column::Id)
+            .limit(limit)
+            .offset(offset)
+            .all(&self.db.conn)
+            .await?;
+        Ok((items, total))
+    }
+}
+
+impl SandboxProvider {
+    async fn withdraw_batch(
+        &self,
+        batch: &[WithdrawalRequest],
+    ) -> Result<Vec<WithdrawalOutcome>, DbErr> {
+        let tx = self.db.begin_write().await?;
+        settle_due(&tx, None).await?;
+        let ids: Vec<String> = batch.iter().map(|r| r.client_id.clone()).collect();
+        let known: HashMap<String, String> = sandbox_withdrawal::Entity::find()
+            .filter(sandbox_withdrawal::Column::ClientId.is_in(ids))
+            .all(&*tx)
+            .await?
+            .into_iter()
+            .map(|w| (w.client_id, w.id))
+            .collect();
+        let mut available = balance_of(&*tx, SandboxAccount::Exchange).await?.0;
+        let now: DateTime<Utc> = time::now();
+        let settles_at =
+            now + chrono::Duration::milliseconds(self.settings.completion_delay_ms as i64);
+        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut rows = Vec::new();
+        let mut spent = 0i64;
+        for req in batch {
+            // A client id the exchange already has is the same withdrawal, never a second one.
+            if let Some(cex_id) = known.get(&req.client_id) {
+                outcomes.push(WithdrawalOutcome::Accepted {
+                    cex_id: cex_id.clone(),
+                });
+                continue;
+            }
+            if let Err(retry_after_ms) = self.admit() {
+                outcomes.push(WithdrawalOutcome::RateLimited { retry_after_ms });
+                continue;
+            }
+            let cost = req.amount.0.saturating_add(req.fee.0);
+            if req.amount.0 < 1 {
+                outcomes.push(WithdrawalOutcome::Rejected {
+                    reason: "amount below the minimum withdrawal".into(),
+                });
+                continue;
+            }
+            if cost > available {
+                outcomes.push(WithdrawalOutcome::Rejected {
+                    reason: format!(
+                        "insufficient exchange balance: {available} cents available, {cost} needed"
+                    ),
+                });
+                continue;
+            }
+            available -= cost;
+            spent += cost;
+            let cex_id = format!("sbx_{}", ulid::Ulid::new());
+            rows.push(sandbox_withdrawal::Model {
+                id: cex_id.clone(),
+                client_id: req.client_id.clone(),
+                amount_usd_cents: req.amount.0,
+                fee_usd_cents: req.fee.0,
+                network: req.network,
+                address: req.address.clone(),
+                status: SandboxWithdrawalStatus::Pending,
+                tx_hash: None,
+                failed_reason: self
+                    .fails(&req.address)
+                    .then(|| "the destination address rejected the transfer".to_owned()),
+                created_at: now,
+                settles_at,
+            });
+            outcomes.push(WithdrawalOutcome::Accepted { cex_id });
+        }
+        if !rows.is_empty() {
+            for chunk in rows.chunks(500) {
+                sandbox_withdrawal::Entity::insert_many(
+                    chunk
+                        .iter()
+                        .cloned()
+                        .map(IntoActiveModel::into_active_model),
+                )
+                .exec_without_returning(&*tx)
+                .await?;
+            }
+            add_to(&*tx, SandboxAccount::Exchange, -spent).await?;
+        }
+        tx.commit().await?;
+        Ok(outcomes)
+    }
+}

@@ -1,0 +1,295 @@
+//! The `Mailer` drains the email outbox (CONTRACT §11): rows committed with the state change
+//! that causes them, rendered from their payout when sent, retried with a doubling backoff up
+//! to `email.max_attempts`. A mail failure never touches a payout. Each row has a fixed
+//! Message-ID, so the only repeat possible (an ambiguous SMTP failure) carries the same one.
+
+mod render;
+
+use std::{path::PathBuf, time::Duration};
+
+use actix::prelude::*;
+use chrono::Utc;
+use lettre::{
+    AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
+    message::{Mailbox, header::ContentType},
+    transport::smtp::authentication::Credentials,
+};
+use payroll_entities::{EmailStatus, db::Db, email_outbox, ids, payout, payroll_run, time};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
+    QuerySelect, sea_query::Expr,
+};
+
+pub use render::{render_payout_email, shorten_address};
+
+use crate::settings::EmailSettings;
+
+/// Rows taken from the outbox per round.
+const BATCH: u64 = 100;
+
+/// Queues one notification per payout, in the caller's transaction.
+pub async fn enqueue<C: ConnectionTrait>(conn: &C, payouts: &[(String, i32)]) -> Result<(), DbErr> {
+    let now = time::now();
+    for chunk in payouts.chunks(1000) {
+        let rows: Vec<email_outbox::ActiveModel> = chunk
+            .iter()
+            .map(|(payout_id, attempt)| {
+                email_outbox::Model {
+                    id: ids::new_id(ids::IdKind::Email),
+                    payout_id: payout_id.clone(),
+                    payout_attempt: *attempt,
+                    message_id: format!("<{payout_id}.{attempt}@payroll.local>"),
+                    status: EmailStatus::Pending,
+                    attempts: 0,
+                    next_attempt_at: now,
+                    last_error: None,
+                    created_at: now,
+                    sent_at: None,
+                }
+                .into_active_model()
+            })
+            .collect();
+        email_outbox::Entity::insert_many(rows)
+            .exec_without_returning(conn)
+            .await?;
+    }
+    Ok(())
+}
+
+enum Transport {
+    File(AsyncFileTransport<Tokio1Executor>),
+    Smtp(AsyncSmtpTransport<Tokio1Executor>),
+}
+
+/// Why a transport could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct MailerConfigError(String);
+
+impl Transport {
+    fn new(
+        settings: &EmailSettings,
+        data_dir: &std::path::Path,
+    ) -> Result<Transport, MailerConfigError> {
+        match settings.transport.as_str() {
+            "file" => {
+                let dir: PathBuf = data_dir.join("outbox");
+                std::fs::create_dir_all(&dir).map_err(|e| {
+                    MailerConfigError(format!("cannot create {}: {e}", dir.display()))
+                })?;
+                Ok(Transport::File(AsyncFileTransport::new(dir)))
+            }
+            "smtp" => {
+                let smtp = &settings.smtp;
+                let builder = match smtp.tls.as_str() {
+                    "none" => AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&smtp.host),
+                    "starttls" => AsyncSmtpTransport::<Tokio1Executor>::starttls_relay(&smtp.host)
+                        .map_err(|e| MailerConfigError(format!("email.smtp: {e}")))?,
+                    "tls" => AsyncSmtpTransport::<Tokio1Executor>::relay(&smtp.host)
+                        .map_err(|e| MailerConfigError(format!("email.smtp: {e}")))?,
+                    other => {
+                        return Err(MailerConfigError(format!(
+                            "email.smtp.tls: `{other}` is not none, starttls or tls"
+                        )));
+                    }
+                };
+                let mut builder = builder
+                    .port(smtp.port)
+                    .timeout(Some(Duration::from_secs(20)));
+                if let (Some(user), Some(password)) = (&smtp.username, &smtp.password) {
+                    builder = builder.credentials(Credentials::new(user.clone(), password.clone()));
+                }
+                Ok(Transport::Smtp(builder.build()))
+            }
+            other => Err(MailerConfigError(format!(
+                "email.transport: `{other}` is not file or smtp"
+            ))),
+        }
+    }
+
+    async fn send(&self, message: Message) -> Result<(), String> {
+        match self {
+            Transport::File(t) => t.send(message).await.map(|_| ()).map_err(|e| e.to_string()),
+            Transport::Smtp(t) => t.send(message).await.map(|_| ()).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+pub struct Mailer {
+    db: Db,
+    settings: EmailSettings,
+    from: Mailbox,
+    transport: std::sync::Arc<Transport>,
+    draining: bool,
+    /// A nudge arrived while draining: go again right after.
+    again: bool,
+}
+
+impl Mailer {
+    pub fn new(
+        db: Db,
+        settings: EmailSettings,
+        data_dir: &std::path::Path,
+    ) -> Result<Mailer, MailerConfigError> {
+        let from: Mailbox = settings
+            .from
+            .parse()
+            .map_err(|e| MailerConfigError(format!("email.from: {e}")))?;
+        let transport = Transport::new(&settings, data_dir)?;
+        Ok(Mailer {
+            db,
+            settings,
+            from,
+            transport: std::sync::Arc::new(transport),
+            draining: false,
+            again: false,
+        })
+    }
+
+    fn drain(&mut self, ctx: &mut Context<Self>) {
+        if self.draining {
+            self.again = true;
+            return;
+        }
+        self.draining = true;
+        self.again = false;
+        let db = self.db.clone();
+        let transport = self.transport.clone();
+        let from = self.from.clone();
+        let max_attempts = self.settings.max_attempts.max(1) as i32;
+        ctx.spawn(
+            async move { send_due(&db, &transport, &from, max_attempts).await }
+                .into_actor(self)
+                .map(|result, act, ctx| {
+                    act.draining = false;
+                    match result {
+                        Ok(full) if full || act.again => act.drain(ctx),
+                        Ok(_) => {}
+                        Err(err) => tracing::warn!(error = %err, "email outbox round failed"),
+                    }
+                }),
+        );
+    }
+}
+
+/// One round: sends up to a batch of due messages. Returns whether the batch was full.
+async fn send_due(
+    db: &Db,
+    transport: &Transport,
+    from: &Mailbox,
+    max_attempts: i32,
+) -> Result<bool, DbErr> {
+    let now = time::now();
+    let due = email_outbox::Entity::find()
+        .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
+        .filter(email_outbox::Column::NextAttemptAt.lte(now))
+        .order_by_asc(email_outbox::Column::NextAttemptAt)
+        .order_by_asc(email_outbox::Column::Id)
+        .limit(BATCH)
+        .all(&db.conn)
+        .await?;
+    let full = due.len() as u64 == BATCH;
+    for row in due {
+        let result = match build_message(db, &row, from).await? {
+            Some(message) => transport.send(message).await,
+            None => Err("the payout no longer exists".to_owned()),
+        };
+        let attempts = row.attempts + 1;
+        let tx = db.begin_write().await?;
+        let update = email_outbox::Entity::update_many()
+            .col_expr(email_outbox::Column::Attempts, Expr::value(attempts))
+            .filter(email_outbox::Column::Id.eq(row.id.as_str()));
+        let update = match result {
+            Ok(()) => update
+                .col_expr(
+                    email_outbox::Column::Status,
+                    Expr::value(EmailStatus::Sent.as_str()),
+                )
+                .col_expr(email_outbox::Column::SentAt, Expr::value(time::now()))
+                .col_expr(
+                    email_outbox::Column::LastError,
+                    Expr::value(Option::<String>::None),
+                ),
+            Err(err) => {
+                tracing::warn!(email = %row.id, attempts, error = %err, "email not sent");
+                let status = if attempts >= max_attempts {
+                    EmailStatus::Failed
+                } else {
+                    EmailStatus::Pending
+                };
+                let backoff =
+                    chrono::Duration::milliseconds(1000i64 << (attempts - 1).clamp(0, 16));
+                update
+                    .col_expr(email_outbox::Column::Status, Expr::value(status.as_str()))
+                    .col_expr(
+                        email_outbox::Column::NextAttemptAt,
+                        Expr::value(Utc::now() + backoff),
+                    )
+                    .col_expr(email_outbox::Column::LastError, Expr::value(Some(err)))
+            }
+        };
+        update.exec(&*tx).await?;
+        tx.commit().await?;
+    }
+    Ok(full)
+}
+
+async fn build_message(
+    db: &Db,
+    row: &email_outbox::Model,
+    from: &Mailbox,
+) -> Result<Option<Message>, DbErr> {
+    let Some(payout) = payout::Entity::find_by_id(row.payout_id.clone())
+        .one(&db.conn)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let run = payroll_run::Entity::find_by_id(payout.payroll_run_id.clone())
+        .one(&db.conn)
+        .await?;
+    let (subject, body) = render_payout_email(&payout, run.as_ref());
+    let to: Mailbox = match format!(
+        "{} <{}>",
+        payout.employee_name.replace(['<', '>', '"'], ""),
+        payout.employee_email
+    )
+    .parse()
+    {
+        Ok(to) => to,
+        Err(_) => match payout.employee_email.parse() {
+            Ok(to) => to,
+            Err(_) => return Ok(None),
+        },
+    };
+    Ok(Message::builder()
+        .from(from.clone())
+        .to(to)
+        .subject(subject)
+        .message_id(Some(row.message_id.clone()))
+        .header(ContentType::TEXT_PLAIN)
+        .body(body)
+        .ok())
+}
+
+impl Actor for Mailer {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(Duration::from_secs(1), |act, ctx| act.drain(ctx));
+        self.drain(ctx);
+    }
+}
+
+/// New rows were committed: send them now rather than at the next tick.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct OutboxChanged;
+
+impl Handler<OutboxChanged> for Mailer {
+    type Result = ();
+
+    fn handle(&mut self, _: OutboxChanged, ctx: &mut Context<Self>) {
+        self.drain(ctx);
+    }
+}

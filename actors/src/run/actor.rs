@@ -1,0 +1,375 @@
+//! The `RunActor`: one per live run, supervised. It alone changes its run and payouts. Every
+//! step (a client's command, the exchange's answers, a poll, the funds watch) runs to its
+//! commit before the next starts, and acts on the outside world only after its commit. After an
+//! error it stops; its supervisor restarts it from the database snapshot, which resumes the run:
+//! withdrawals whose outcome is unknown are looked up by client id before anything is re-sent.
+
+use std::{
+    collections::{HashSet, VecDeque},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use actix::prelude::*;
+use payroll_entities::RunStatus;
+
+use super::{
+    messages::{RunCommand, RunError, RunReply, RunRequest},
+    operations::{self, RunDeps, Snapshot},
+};
+use crate::exchange::actor::{Submit, WithdrawalResults};
+
+/// Client ids looked up per exchange call.
+const LOOKUP_BATCH: usize = 1000;
+
+/// Tells the manager that an actor is going away.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Retire {
+    pub run_id: String,
+}
+
+pub struct RunActor {
+    run_id: String,
+    deps: Arc<RunDeps>,
+    manager: Recipient<Retire>,
+    snapshot: Option<Snapshot>,
+    /// Client ids handed to the exchange actor and not yet answered.
+    in_flight: HashSet<String>,
+    /// Client ids to look up at the exchange, by when.
+    watch: VecDeque<(Instant, Vec<String>)>,
+    last_used: Instant,
+    last_funds_watch: Instant,
+    last_stuck_check: Instant,
+    stuck_reported: HashSet<String>,
+}
+
+impl RunActor {
+    pub fn new(run_id: String, deps: Arc<RunDeps>, manager: Recipient<Retire>) -> RunActor {
+        let now = Instant::now();
+        RunActor {
+            run_id,
+            deps,
+            manager,
+            snapshot: None,
+            in_flight: HashSet::new(),
+            watch: VecDeque::new(),
+            last_used: now,
+            last_funds_watch: now,
+            last_stuck_check: now,
+            stuck_reported: HashSet::new(),
+        }
+    }
+
+    fn status(&self) -> Option<RunStatus> {
+        self.snapshot.as_ref().map(|s| s.run.status)
+    }
+
+    fn poll_interval(&self) -> Duration {
+        Duration::from_millis(self.deps.runs.poll_interval_ms.max(10))
+    }
+
+    /// Loads the snapshot and picks up whatever the run was doing.
+    fn load(&mut self, ctx: &mut Context<Self>) {
+        let deps = self.deps.clone();
+        let run_id = self.run_id.clone();
+        ctx.wait(
+            async move {
+                let snapshot = operations::load(&deps.db, &run_id).await?;
+                let unsettled = if snapshot.run.status == RunStatus::PayingOut {
+                    operations::unsettled_client_ids(&deps.db, &run_id).await?
+                } else {
+                    Vec::new()
+                };
+                Ok::<_, RunError>((snapshot, unsettled))
+            }
+            .into_actor(self)
+            .map(|result, act, ctx| match result {
+                Ok((snapshot, unsettled)) => {
+                    act.snapshot = Some(snapshot);
+                    // Outcomes unknown after a restart: ask the exchange before anything else.
+                    act.watch_at(Instant::now(), unsettled);
+                    act.after_change(ctx);
+                }
+                Err(RunError::NotFound) => {
+                    act.snapshot = None;
+                }
+                Err(err) => {
+                    tracing::error!(run_id = %act.run_id, error = %err, "run could not be loaded");
+                    act.retire(ctx);
+                }
+            }),
+        );
+    }
+
+    fn watch_at(&mut self, due: Instant, ids: Vec<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        for chunk in ids.chunks(LOOKUP_BATCH) {
+            self.watch.push_back((due, chunk.to_vec()));
+        }
+    }
+
+    /// After every committed step: keep the withdrawal window full.
+    fn after_change(&mut self, ctx: &mut Context<Self>) {
+        if self.status() == Some(RunStatus::PayingOut) {
+            self.fill_window(ctx);
+        }
+    }
+
+    /// Commits client ids for as many payouts as the window has room for, then sends them.
+    fn fill_window(&mut self, ctx: &mut Context<Self>) {
+        let Some(snapshot) = &self.snapshot else {
+            return;
+        };
+        let window = self.deps.exchange_settings.in_flight_window.max(1) as usize;
+        let room = window.saturating_sub(self.in_flight.len());
+        if room == 0 || snapshot.run.status != RunStatus::PayingOut {
+            return;
+        }
+        let deps = self.deps.clone();
+        let run = snapshot.run.clone();
+        ctx.wait(
+            async move { operations::claim_window(&deps, &run, room).await }
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(requests) if !requests.is_empty() => {
+                        act.in_flight
+                            .extend(requests.iter().map(|r| r.client_id.clone()));
+                        act.deps.exchange.do_send(Submit {
+                            items: requests,
+                            reply_to: ctx.address().recipient(),
+                        });
+                    }
+                    Ok(_) => {}
+                    Err(err) => act.fail(ctx, err),
+                }),
+        );
+    }
+
+    /// Runs one internal step on the snapshot, then finishes the run if every payout is
+    /// terminal.
+    fn step<F, Fut>(&mut self, ctx: &mut Context<Self>, work: F)
+    where
+        F: FnOnce(Arc<RunDeps>, Snapshot) -> Fut + 'static,
+        Fut: std::future::Future<Output = Result<(Snapshot, operations::Recorded), RunError>>
+            + 'static,
+    {
+        let Some(snapshot) = self.snapshot.clone() else {
+            return;
+        };
+        let deps = self.deps.clone();
+        ctx.wait(
+            async move {
+                let (snapshot, recorded) = work(deps.clone(), snapshot).await?;
+                let (snapshot, finished) = operations::finish_if_done(&deps, snapshot).await?;
+                Ok::<_, RunError>((snapshot, recorded, finished))
+            }
+            .into_actor(self)
+            .map(|result, act, ctx| match result {
+                Ok((snapshot, recorded, finished)) => {
+                    act.snapshot = Some(snapshot);
+                    let later = Instant::now() + act.poll_interval();
+                    act.watch_at(later, recorded.watch);
+                    act.watch_at(later, recorded.still_pending);
+                    if !recorded.resend.is_empty() {
+                        act.in_flight.extend(recorded.resend.iter().map(|r| r.client_id.clone()));
+                        act.deps.exchange.do_send(Submit {
+                            items: recorded.resend,
+                            reply_to: ctx.address().recipient(),
+                        });
+                    }
+                    if finished {
+                        act.watch.clear();
+                        tracing::info!(run_id = %act.run_id, status = ?act.status(), "run finished");
+                    }
+                    act.after_change(ctx);
+                }
+                Err(err) => act.fail(ctx, err),
+            }),
+        );
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        match self.status() {
+            Some(RunStatus::PayingOut) => {
+                let mut due = Vec::new();
+                while let Some((when, _)) = self.watch.front() {
+                    if *when > now || due.len() >= LOOKUP_BATCH * 10 {
+                        break;
+                    }
+                    if let Some((_, ids)) = self.watch.pop_front() {
+                        due.extend(ids);
+                    }
+                }
+                if !due.is_empty() {
+                    self.step(ctx, move |deps, snapshot| async move {
+                        operations::reconcile(&deps, snapshot, due).await
+                    });
+                } else {
+                    self.fill_window(ctx);
+                }
+                if now.duration_since(self.last_stuck_check) >= Duration::from_secs(60) {
+                    self.last_stuck_check = now;
+                    self.check_stuck(ctx);
+                }
+            }
+            Some(RunStatus::Confirmed) => {
+                let every = Duration::from_millis(self.deps.runs.funds_watch_interval_ms.max(10));
+                if now.duration_since(self.last_funds_watch) >= every {
+                    self.last_funds_watch = now;
+                    self.watch_funds(ctx);
+                }
+            }
+            _ => {
+                let idle = Duration::from_millis(self.deps.runs.idle_actor_timeout_ms);
+                if now.duration_since(self.last_used) >= idle {
+                    self.retire(ctx);
+                }
+            }
+        }
+    }
+
+    fn watch_funds(&mut self, ctx: &mut Context<Self>) {
+        let Some(snapshot) = self.snapshot.clone() else {
+            return;
+        };
+        let deps = self.deps.clone();
+        ctx.wait(
+            async move { operations::watch_funds(&deps, snapshot).await }
+                .into_actor(self)
+                .map(|result, act, _| match result {
+                    Ok(snapshot) => act.snapshot = Some(snapshot),
+                    // The exchange may be away for a while; the next tick tries again.
+                    Err(err) => {
+                        tracing::warn!(run_id = %act.run_id, error = %err, "funds watch failed")
+                    }
+                }),
+        );
+    }
+
+    fn check_stuck(&mut self, ctx: &mut Context<Self>) {
+        let deps = self.deps.clone();
+        let run_id = self.run_id.clone();
+        let known = self.stuck_reported.clone();
+        ctx.spawn(
+            async move {
+                let stuck = operations::stuck_payouts(&deps, &run_id).await?;
+                let new: Vec<String> = stuck.into_iter().filter(|id| !known.contains(id)).collect();
+                if !new.is_empty() {
+                    tracing::warn!(run_id = %run_id, count = new.len(), "payouts stuck at the exchange");
+                    operations::report_stuck(&deps, &run_id, &new).await?;
+                }
+                Ok::<_, RunError>(new)
+            }
+            .into_actor(self)
+            .map(|result, act, _| {
+                if let Ok(new) = result {
+                    act.stuck_reported.extend(new);
+                }
+            }),
+        );
+    }
+
+    /// An error mid-step: stop, so the supervisor restarts the actor from the database.
+    fn fail(&mut self, ctx: &mut Context<Self>, err: RunError) {
+        tracing::warn!(run_id = %self.run_id, error = %err, "run step failed; reloading from the database");
+        ctx.stop();
+    }
+
+    fn retire(&mut self, ctx: &mut Context<Self>) {
+        self.manager.do_send(Retire {
+            run_id: self.run_id.clone(),
+        });
+        ctx.stop();
+    }
+}
+
+impl Actor for RunActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.load(ctx);
+        ctx.run_interval(self.poll_interval(), |act, ctx| act.tick(ctx));
+    }
+}
+
+impl Supervised for RunActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.snapshot = None;
+        self.in_flight.clear();
+        self.watch.clear();
+    }
+}
+
+impl Handler<RunRequest> for RunActor {
+    type Result = AtomicResponse<Self, Result<RunReply, RunError>>;
+
+    fn handle(&mut self, msg: RunRequest, _: &mut Context<Self>) -> Self::Result {
+        self.last_used = Instant::now();
+        let deps = self.deps.clone();
+        let snapshot = self.snapshot.clone();
+        let unsettled_first = matches!(msg.command, RunCommand::Sync)
+            && snapshot
+                .as_ref()
+                .is_some_and(|s| s.run.status == RunStatus::PayingOut);
+        AtomicResponse::new(Box::pin(
+            async move {
+                let mut snapshot = snapshot.ok_or(RunError::NotFound)?;
+                let mut recorded = operations::Recorded::default();
+                if unsettled_first {
+                    // Sync: one reconciliation pass with the exchange, then the run as it stands.
+                    let ids = operations::unsettled_client_ids(&deps.db, &snapshot.run.id).await?;
+                    let (next, rec) = operations::reconcile(&deps, snapshot, ids).await?;
+                    let (next, _) = operations::finish_if_done(&deps, next).await?;
+                    snapshot = next;
+                    recorded = rec;
+                }
+                let done = operations::handle(&deps, snapshot, msg).await?;
+                Ok::<_, RunError>((done, recorded))
+            }
+            .into_actor(self)
+            .map(|result, act, ctx| match result {
+                Ok((done, recorded)) => {
+                    act.snapshot = Some(done.snapshot);
+                    if done.mail {
+                        operations::nudge_mailer(&act.deps);
+                    }
+                    if !recorded.resend.is_empty() {
+                        act.in_flight
+                            .extend(recorded.resend.iter().map(|r| r.client_id.clone()));
+                        act.deps.exchange.do_send(Submit {
+                            items: recorded.resend,
+                            reply_to: ctx.address().recipient(),
+                        });
+                    }
+                    let later = Instant::now() + act.poll_interval();
+                    act.watch_at(later, recorded.still_pending);
+                    act.after_change(ctx);
+                    Ok(done.reply)
+                }
+                Err(err) => {
+                    if matches!(err, RunError::Stale | RunError::Db(_)) {
+                        act.fail(ctx, err.clone());
+                    }
+                    Err(err)
+                }
+            }),
+        ))
+    }
+}
+
+impl Handler<WithdrawalResults> for RunActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: WithdrawalResults, ctx: &mut Context<Self>) {
+        for (request, _) in &msg.results {
+            self.in_flight.remove(&request.client_id);
+        }
+        self.step(ctx, move |deps, snapshot| async move {
+            operations::record_results(&deps, snapshot, msg.results).await
+        });
+    }
+}

@@ -1,0 +1,116 @@
+//! The `RunManager` routes commands to run actors, starting them on demand from their
+//! snapshot, and at start resumes every run with something to do: CONFIRMED runs watch for
+//! funds, PAYING_OUT runs reconcile and continue. Idle actors retire, so only live runs are
+//! in memory.
+
+use std::{collections::HashMap, sync::Arc};
+
+use actix::prelude::*;
+use payroll_entities::{RunStatus, payroll_run};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+
+use super::{
+    actor::{Retire, RunActor},
+    messages::{RunError, RunReply, RunRequest},
+    operations::RunDeps,
+};
+
+pub struct RunManager {
+    deps: Arc<RunDeps>,
+    actors: HashMap<String, Addr<RunActor>>,
+}
+
+impl RunManager {
+    pub fn new(deps: Arc<RunDeps>) -> RunManager {
+        RunManager {
+            deps,
+            actors: HashMap::new(),
+        }
+    }
+
+    fn actor_for(&mut self, run_id: &str, ctx: &mut Context<Self>) -> Addr<RunActor> {
+        if let Some(addr) = self.actors.get(run_id).filter(|a| a.connected()) {
+            return addr.clone();
+        }
+        let deps = self.deps.clone();
+        let manager = ctx.address().recipient();
+        let id = run_id.to_owned();
+        let addr = Supervisor::start(move |_| RunActor::new(id, deps, manager));
+        self.actors.insert(run_id.to_owned(), addr.clone());
+        addr
+    }
+}
+
+impl Actor for RunManager {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let db = self.deps.db.clone();
+        ctx.wait(
+            async move {
+                payroll_run::Entity::find()
+                    .select_only()
+                    .column(payroll_run::Column::Id)
+                    .filter(
+                        payroll_run::Column::Status
+                            .is_in([RunStatus::Confirmed, RunStatus::PayingOut]),
+                    )
+                    .into_tuple::<String>()
+                    .all(&db.conn)
+                    .await
+            }
+            .into_actor(self)
+            .map(|result, act, ctx| match result {
+                Ok(ids) => {
+                    if !ids.is_empty() {
+                        tracing::info!(runs = ids.len(), "resuming runs");
+                    }
+                    for id in ids {
+                        act.actor_for(&id, ctx);
+                    }
+                }
+                Err(err) => tracing::error!(error = %err, "runs to resume could not be read"),
+            }),
+        );
+    }
+}
+
+impl Handler<RunRequest> for RunManager {
+    type Result = ResponseFuture<Result<RunReply, RunError>>;
+
+    fn handle(&mut self, msg: RunRequest, ctx: &mut Context<Self>) -> Self::Result {
+        let addr = self.actor_for(&msg.run_id, ctx);
+        Box::pin(async move {
+            addr.send(msg)
+                .await
+                .map_err(|e| RunError::Unavailable(format!("run actor: {e}")))?
+        })
+    }
+}
+
+impl Handler<Retire> for RunManager {
+    type Result = ();
+
+    fn handle(&mut self, msg: Retire, _: &mut Context<Self>) {
+        self.actors.remove(&msg.run_id);
+    }
+}
+
+/// The ids of runs with a live actor.
+#[derive(Message)]
+#[rtype(result = "Vec<String>")]
+pub struct LiveRuns;
+
+impl Handler<LiveRuns> for RunManager {
+    type Result = MessageResult<LiveRuns>;
+
+    fn handle(&mut self, _: LiveRuns, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            self.actors
+                .iter()
+                .filter(|(_, a)| a.connected())
+                .map(|(id, _)| id.clone())
+                .collect(),
+        )
+    }
+}

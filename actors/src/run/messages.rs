@@ -1,0 +1,118 @@
+//! What the HTTP layer asks of a run, and what it gets back.
+
+use actix::Message;
+use payroll_entities::{PayoutStatus, job, payroll_run};
+
+use super::transitions::Refused;
+use crate::ack::Acknowledgement;
+
+#[derive(Debug, Clone)]
+pub enum RunCommand {
+    Confirm,
+    BalanceCheck,
+    Execute,
+    Sync,
+    Cancel {
+        reason: Option<String>,
+        /// Whether the caller holds `payroll:execute` (needed once funds are committed).
+        may_cancel_funded: bool,
+    },
+    RetryFailed,
+    Archive,
+    RetryPayout {
+        payout_id: String,
+    },
+    CancelPayout {
+        payout_id: String,
+    },
+}
+
+impl RunCommand {
+    /// The operation as named in its path, for error messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RunCommand::Confirm => "confirmed",
+            RunCommand::BalanceCheck => "balance-checked",
+            RunCommand::Execute => "executed",
+            RunCommand::Sync => "synced",
+            RunCommand::Cancel { .. } => "cancelled",
+            RunCommand::RetryFailed => "retried",
+            RunCommand::Archive => "archived",
+            RunCommand::RetryPayout { .. } => "retried",
+            RunCommand::CancelPayout { .. } => "cancelled",
+        }
+    }
+}
+
+/// A client's command with what it commits alongside.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<RunReply, RunError>")]
+pub struct RunRequest {
+    pub run_id: String,
+    pub command: RunCommand,
+    pub ack: Acknowledgement,
+}
+
+/// The answer's body (as stored for idempotent replay) and the run after the command.
+#[derive(Debug, Clone)]
+pub struct RunReply {
+    pub body: Vec<u8>,
+    pub run: payroll_run::Model,
+    pub job: Option<job::Model>,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum RunError {
+    #[error("no such run")]
+    NotFound,
+    #[error("no such payout {0}")]
+    PayoutNotFound(String),
+    #[error("the run cannot be {operation} in status {}", refused.current)]
+    Refused {
+        refused: Refused,
+        operation: &'static str,
+        hint: Option<String>,
+    },
+    #[error("payout {payout_id} is {current} and cannot be {operation}")]
+    PayoutRefused {
+        payout_id: String,
+        current: PayoutStatus,
+        operation: &'static str,
+        hint: String,
+    },
+    #[error("insufficient exchange funds: {deficit} cents short")]
+    InsufficientFunds {
+        required: i64,
+        available: i64,
+        deficit: i64,
+    },
+    #[error("this needs the scope {0}")]
+    ScopeRequired(&'static str),
+    #[error("invalid: {0:?}")]
+    Invalid(Vec<(String, String)>),
+    #[error("exchange unavailable: {0}")]
+    Exchange(String),
+    #[error("the run changed while the request ran")]
+    Stale,
+    #[error("the run is not available now: {0}")]
+    Unavailable(String),
+    #[error("database error: {0}")]
+    Db(String),
+}
+
+impl From<sea_orm::DbErr> for RunError {
+    fn from(err: sea_orm::DbErr) -> RunError {
+        match err {
+            sea_orm::DbErr::ConnectionAcquire(_) | sea_orm::DbErr::Conn(_) => {
+                RunError::Unavailable(err.to_string())
+            }
+            other => RunError::Db(other.to_string()),
+        }
+    }
+}
+
+impl From<super::store::StaleRun> for RunError {
+    fn from(_: super::store::StaleRun) -> RunError {
+        RunError::Stale
+    }
+}

@@ -1,0 +1,97 @@
+//! The configuration sections the actors use (CONTRACT §13); `src/config.rs` reads them.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsSettings {
+    /// How often a CONFIRMED run looks for funds on its own.
+    pub funds_watch_interval_ms: u64,
+    /// How often a PAYING_OUT run asks the exchange about its withdrawals.
+    pub poll_interval_ms: u64,
+    /// An idle run actor (nothing to watch) stops after this long.
+    pub idle_actor_timeout_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExchangeSettings {
+    /// `sandbox` (the embedded exchange).
+    pub provider: String,
+    /// Withdrawals per second, 0 for no limit; bursts of `burst`.
+    pub withdrawals_per_second: u32,
+    pub burst: u32,
+    /// Payouts handed to the exchange and not yet answered, per run.
+    pub in_flight_window: u32,
+    /// How long an unanswered withdrawal stays unknown at the exchange before it is sent again.
+    pub reconcile_grace_ms: u64,
+    /// A payout PROCESSING longer than this is reported, never re-sent.
+    pub stuck_after_ms: u64,
+    pub sandbox: SandboxSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSettings {
+    pub treasury_initial_usd_cents: i64,
+    pub exchange_initial_usd_cents: i64,
+    pub withdrawal_fee_usd_cents: i64,
+    pub completion_delay_ms: u64,
+    /// Withdrawals to these addresses fail (compared case-insensitively).
+    pub fail_addresses: Vec<String>,
+    /// The sandbox's own limit (0: none); above it it answers "rate limited".
+    pub max_withdrawals_per_second: u32,
+    pub transfer_delay_ms: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmailSettings {
+    /// `file` (one .eml per message under `<data.dir>/outbox/`) or `smtp`.
+    pub transport: String,
+    pub from: String,
+    pub max_attempts: u32,
+    pub smtp: SmtpSettings,
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpSettings {
+    pub host: String,
+    pub port: u16,
+    /// `none`, `starttls` or `tls`.
+    pub tls: String,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for SmtpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SmtpSettings")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("tls", &self.tls)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "[redacted]"))
+            .finish()
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestRunSettings {
+    /// Each payout of a test run is min(this, the normal amount), in USDC cents.
+    pub amount_usd_cents: i64,
+    /// Completed test payouts are taken off the employee's next regular run.
+    pub deduct_from_next_run: bool,
+}
+
+/// Where the email outbox files go.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    pub data_dir: PathBuf,
+}

@@ -1,0 +1,53 @@
+//! `/payouts/{payout_id}`: one payout, and retrying or cancelling it through its run's actor.
+
+use actix_web::{HttpResponse, http::StatusCode};
+use payroll_actors::run::messages::RunCommand;
+use payroll_entities::{ids, payout, views::PayoutResource};
+use sea_orm::EntityTrait;
+
+use crate::{api::ApiRequest, error::ApiError, routes::api_keys::EmptyRequest, run_commands};
+
+async fn find_payout(req: &ApiRequest) -> Result<payout::Model, ApiError> {
+    let id = req.param("payout_id");
+    let not_found = || ApiError::not_found("payout", id);
+    if !ids::is_well_formed(ids::IdKind::Payout, id) {
+        return Err(not_found());
+    }
+    payout::Entity::find_by_id(id.to_owned())
+        .one(&req.state().db.conn)
+        .await?
+        .ok_or_else(not_found)
+}
+
+#[utoipa::path(get, path = "/payouts/{payout_id}", operation_id = "getPayout", tag = "payouts",
+    params(("payout_id" = String, Path)),
+    responses((status = 200, description = "The payout", body = PayoutResource)))]
+pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    req.query()?.finish(&[])?;
+    let payout = find_payout(&req).await?;
+    req.ok(&PayoutResource::from(&payout))
+}
+
+#[utoipa::path(post, path = "/payouts/{payout_id}/retry", operation_id = "retryPayout", tag = "payouts",
+    params(("payout_id" = String, Path)), request_body(content = Option<EmptyRequest>),
+    responses((status = 200, description = "The payout, PENDING again (attempt + 1) to its employee's current wallet; its run is PAYING_OUT with a new job", body = PayoutResource)))]
+pub async fn retry(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let payout = find_payout(&req).await?;
+    let command = RunCommand::RetryPayout {
+        payout_id: payout.id,
+    };
+    run_commands::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
+}
+
+#[utoipa::path(post, path = "/payouts/{payout_id}/cancel", operation_id = "cancelPayout", tag = "payouts",
+    params(("payout_id" = String, Path)), request_body(content = Option<EmptyRequest>),
+    responses((status = 200, description = "The payout, CANCELLED (only while PENDING and not yet handed to the exchange)", body = PayoutResource)))]
+pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let payout = find_payout(&req).await?;
+    let command = RunCommand::CancelPayout {
+        payout_id: payout.id,
+    };
+    run_commands::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
+}

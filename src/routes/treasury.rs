@@ -1,0 +1,232 @@
+//! `/treasury`: the exchange account and treasury wallet balances, and transfers between them.
+
+use actix_web::{HttpResponse, http::StatusCode};
+use chrono::{DateTime, Utc};
+use payroll_actors::{
+    exchange::{
+        ExchangeError,
+        actor::{GetBalances, ListTransfers, Transfer},
+    },
+    run::funds,
+};
+use payroll_entities::{
+    Cents, Network, Stablecoin, TransferDirection, TransferStatus, time, treasury_transfer,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+
+use crate::{
+    api::{ApiRequest, merge_errors},
+    audit::AuditRecord,
+    error::{ApiError, ErrorCode, FieldError},
+    run_commands::exchange_failed,
+};
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ExchangeAccount {
+    pub provider: &'static str,
+    pub connected: bool,
+    pub stablecoin: Stablecoin,
+    pub available_usd_cents: i64,
+    /// Held for DEPOSITED and PAYING_OUT runs.
+    pub reserved_usd_cents: i64,
+    /// available − reserved; negative when money left the exchange from outside.
+    pub unreserved_usd_cents: i64,
+    /// Send USDC here to fund payroll.
+    pub deposit_address: String,
+    pub network: Network,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TreasuryWalletResource {
+    pub address: String,
+    pub network: Network,
+    pub balance_usd_cents: i64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TreasuryBalance {
+    pub exchange: ExchangeAccount,
+    /// Null where the provider has no treasury wallet.
+    pub treasury_wallet: Option<TreasuryWalletResource>,
+    #[serde(serialize_with = "time::wire::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub fetched_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TransferResource {
+    pub id: String,
+    pub direction: TransferDirection,
+    pub amount_usd_cents: i64,
+    pub status: TransferStatus,
+    pub note: Option<String>,
+    #[serde(serialize_with = "time::wire::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: DateTime<Utc>,
+    #[serde(serialize_with = "time::wire::option::serialize")]
+    #[schema(value_type = Option<String>, format = DateTime)]
+    pub completed_at: Option<DateTime<Utc>>,
+}
+
+impl From<&treasury_transfer::Model> for TransferResource {
+    fn from(t: &treasury_transfer::Model) -> TransferResource {
+        TransferResource {
+            id: t.id.clone(),
+            direction: t.direction,
+            amount_usd_cents: t.amount_usd_cents,
+            status: t.status,
+            note: t.note.clone(),
+            created_at: t.created_at,
+            completed_at: t.completed_at,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTransferRequest {
+    /// At least 1 cent.
+    #[schema(value_type = i64)]
+    pub amount_usd_cents: Option<i64>,
+    /// to_exchange (default) or to_treasury.
+    pub direction: Option<TransferDirection>,
+    pub note: Option<String>,
+}
+
+#[utoipa::path(get, path = "/treasury/balance", operation_id = "getTreasuryBalance", tag = "treasury",
+    responses((status = 200, description = "The exchange account (read live) and the treasury wallet", body = TreasuryBalance)))]
+pub async fn balance(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    req.query()?.finish(&[])?;
+    let state = req.state();
+    let balances = state
+        .exchange
+        .send(GetBalances)
+        .await?
+        .map_err(|e| exchange_failed(&req, &e.to_string()))?;
+    let reserved = funds::reserved_total(&state.db.conn).await?;
+    req.ok(&TreasuryBalance {
+        exchange: ExchangeAccount {
+            provider: state.exchange_provider,
+            connected: true,
+            stablecoin: Stablecoin::Usdc,
+            available_usd_cents: balances.available.0,
+            reserved_usd_cents: reserved,
+            unreserved_usd_cents: balances.available.0 - reserved,
+            deposit_address: balances.deposit_address,
+            network: balances.network,
+        },
+        treasury_wallet: balances.treasury.map(|t| TreasuryWalletResource {
+            address: t.address,
+            network: t.network,
+            balance_usd_cents: t.balance.0,
+        }),
+        fetched_at: time::now(),
+    })
+}
+
+/// A transfer's id, derived from the Idempotency-Key: a retry after a crash finds the same
+/// transfer at the provider instead of moving the money twice.
+fn transfer_id(req: &ApiRequest) -> String {
+    let seed = match &req.claim {
+        Some(claim) => format!("{}:{}", claim.lineage_id, claim.key),
+        None => req.request_id.clone(),
+    };
+    let digest = Sha256::digest(seed.as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    format!("trf_{}", ulid::Ulid::from_bytes(bytes))
+}
+
+#[utoipa::path(post, path = "/treasury/transfers", operation_id = "createTreasuryTransfer", tag = "treasury",
+    request_body = CreateTransferRequest,
+    responses((status = 201, description = "The transfer (COMPLETED at once on the sandbox unless exchange.sandbox.transfer_delay_ms)", body = TransferResource)))]
+pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let (body, mut errors) = req.json_partial::<CreateTransferRequest>()?;
+    let mut checks = Vec::new();
+    match body.amount_usd_cents {
+        None => checks.push(FieldError::new(
+            "amount_usd_cents",
+            "required: at least 1 cent",
+        )),
+        Some(a) if a < 1 => checks.push(FieldError::new(
+            "amount_usd_cents",
+            "must be at least 1 cent",
+        )),
+        Some(_) => {}
+    }
+    if body.note.as_ref().is_some_and(|n| n.chars().count() > 1000) {
+        checks.push(FieldError::new("note", "at most 1000 characters"));
+    }
+    merge_errors(&mut errors, checks);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let amount = Cents(body.amount_usd_cents.unwrap_or_default());
+    let direction = body.direction.unwrap_or(TransferDirection::ToExchange);
+    let state = req.state();
+    let transfer = state
+        .exchange
+        .send(Transfer {
+            transfer_id: transfer_id(&req),
+            direction,
+            amount,
+            note: body.note,
+        })
+        .await?
+        .map_err(|err| match err {
+            ExchangeError::InsufficientFunds {
+                requested,
+                available,
+            } => ApiError::new(
+                ErrorCode::TreasuryInsufficientBalance,
+                format!("The source holds {available} cents; {requested} were requested."),
+            )
+            .detail("requested_usd_cents", requested.0)
+            .detail("available_usd_cents", available.0),
+            ExchangeError::TransferUnsupported {
+                deposit_address,
+                network,
+            } => ApiError::new(
+                ErrorCode::TreasuryTransferUnsupported,
+                "This exchange cannot pull funds from the treasury wallet.",
+            )
+            .detail("deposit_address", deposit_address)
+            .detail("network", network.as_str()),
+            ExchangeError::Unavailable(reason) => exchange_failed(&req, &reason),
+        })?;
+    let shown = TransferResource::from(&transfer);
+    let tx = state.db.begin_write().await?;
+    let record = AuditRecord::new(
+        "TREASURY_TRANSFER_CREATED",
+        "treasury_transfer",
+        &transfer.id,
+    )
+    .details(
+        json!({"direction": direction, "amount_usd_cents": amount.0, "status": transfer.status}),
+    );
+    req.commit::<_, TransferResource>(tx, StatusCode::CREATED, &shown, None, record)
+        .await
+}
+
+#[utoipa::path(get, path = "/treasury/transfers", operation_id = "listTreasuryTransfers", tag = "treasury",
+    params(("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
+    responses((status = 200, description = "Transfers, newest first", body = Vec<TransferResource>)))]
+pub async fn list_transfers(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let mut query = req.query()?;
+    let page = query.page();
+    query.finish(&["limit", "offset"])?;
+    let (items, total) = req
+        .state()
+        .exchange
+        .send(ListTransfers {
+            limit: page.limit,
+            offset: page.offset,
+        })
+        .await?
+        .map_err(|e| exchange_failed(&req, &e.to_string()))?;
+    let shown: Vec<TransferResource> = items.iter().map(TransferResource::from).collect();
+    req.list(&shown, page, total)
+}

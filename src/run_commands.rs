@@ -1,0 +1,167 @@
+//! Sends a client's command to its run's actor and answers with what the actor committed: the
+//! actor stores the answer under the Idempotency-Key and the audit entry in the same
+//! transaction as the change, rendering the answer with the function handed over here.
+
+use actix_web::{HttpResponse, http::StatusCode};
+use chrono::{DateTime, Utc};
+use payroll_actors::{
+    ack::{Acknowledgement, IdempotencyTarget, Outcome},
+    run::messages::{RunCommand, RunError, RunRequest},
+};
+use payroll_entities::{
+    PayoutStatus, RunStatus, time,
+    views::{PayoutResource, RunResource},
+};
+use serde::Serialize;
+use serde_json::json;
+use utoipa::ToSchema;
+
+use crate::{
+    api::{ApiRequest, AuditRecorded, envelope_bytes, json_response},
+    audit,
+    error::{ApiError, ErrorCode},
+};
+
+/// The answer of a balance check (CONTRACT §5, §7).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BalanceCheckResource {
+    /// False: a human must move funds from the treasury wallet to the exchange account.
+    pub sufficient: bool,
+    /// Σ amount + fee of the run's pending payouts.
+    pub required_usdc_cents: i64,
+    /// What the exchange holds for this run: available minus what other runs reserved.
+    pub available_usdc_cents: i64,
+    pub deficit_usdc_cents: i64,
+    /// The run's status after the check (DEPOSITED once a CONFIRMED run is covered).
+    pub run_status: RunStatus,
+    #[serde(serialize_with = "time::wire::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub checked_at: DateTime<Utc>,
+}
+
+/// The answer's body for an outcome, with the same field order as every other answer.
+fn render(request_id: &str, outcome: &Outcome) -> serde_json::Result<Vec<u8>> {
+    match outcome {
+        Outcome::Run { run, job } => {
+            envelope_bytes(request_id, &RunResource::new(run, job.as_ref()), None)
+        }
+        Outcome::Payout(p) => envelope_bytes(request_id, &PayoutResource::from(p), None),
+        Outcome::BalanceCheck(c) => envelope_bytes(
+            request_id,
+            &BalanceCheckResource {
+                sufficient: c.sufficient,
+                required_usdc_cents: c.required,
+                available_usdc_cents: c.available,
+                deficit_usdc_cents: c.deficit,
+                run_status: c.run.status,
+                checked_at: c.checked_at,
+            },
+            None,
+        ),
+    }
+}
+
+/// Sends `command` to run `run_id`; answers `status` with the committed outcome.
+pub async fn send(
+    req: &ApiRequest,
+    run_id: &str,
+    command: RunCommand,
+    status: StatusCode,
+) -> Result<HttpResponse, ApiError> {
+    let request_id = req.request_id.clone();
+    let facts = req.audit_facts(req.route.method.as_str(), &req.path);
+    let ack = Acknowledgement {
+        idempotency: req.claim.as_ref().map(|c| IdempotencyTarget {
+            lineage_id: c.lineage_id.clone(),
+            key: c.key.clone(),
+        }),
+        status: status.as_u16(),
+        audit: audit::request_entry(&facts, status.as_u16(), None, json!({})),
+        render: Box::new(move |outcome| render(&request_id, outcome).map_err(|e| e.to_string())),
+    };
+    let message = RunRequest {
+        run_id: run_id.to_owned(),
+        command,
+        ack,
+    };
+    let reply = req
+        .state()
+        .runs
+        .send(message)
+        .await?
+        .map_err(|err| run_error(req, run_id, err))?;
+    let mut response = json_response(status, reply.body);
+    response.extensions_mut().insert(AuditRecorded);
+    Ok(response)
+}
+
+/// A run actor's refusal in the API's words.
+pub fn run_error(req: &ApiRequest, run_id: &str, err: RunError) -> ApiError {
+    match err {
+        RunError::NotFound => ApiError::not_found("payroll_run", run_id),
+        RunError::PayoutNotFound(id) => ApiError::not_found("payout", &id),
+        RunError::Refused { refused, operation, hint } => {
+            let err = crate::routes::runs::transition_refused(refused, operation);
+            match hint {
+                Some(hint) => err.hint(hint.replace("{run_id}", run_id)),
+                None => err,
+            }
+        }
+        RunError::PayoutRefused { payout_id, current, operation, hint } => {
+            let allowed: &[&str] = match current {
+                PayoutStatus::Pending => &["cancel"],
+                PayoutStatus::Failed => &["retry"],
+                _ => &[],
+            };
+            ApiError::new(
+                ErrorCode::InvalidStatusTransition,
+                format!("Payout {payout_id} is {current} and cannot be {operation}."),
+            )
+            .detail("current_status", current.as_str())
+            .detail("allowed_operations", json!(allowed))
+            .detail("allowed_transitions", json!(match current {
+                PayoutStatus::Pending => vec!["PROCESSING", "CANCELLED"],
+                PayoutStatus::Processing => vec!["COMPLETED", "FAILED"],
+                PayoutStatus::Failed => vec!["PENDING"],
+                _ => vec![],
+            }))
+            .hint(hint)
+        }
+        RunError::InsufficientFunds { required, available, deficit } => ApiError::new(
+            ErrorCode::CexInsufficientBalance,
+            format!("The exchange account is {deficit} cents short of the {required} cents this run needs."),
+        )
+        .detail("required_usdc_cents", required)
+        .detail("available_usdc_cents", available)
+        .detail("deficit_usdc_cents", deficit),
+        RunError::ScopeRequired(scope) => {
+            let granted = req.caller.as_ref().map(|c| c.scopes.clone()).unwrap_or_default();
+            ApiError::insufficient_scope(&[scope], &granted).hint(
+                "A confirmed run has funds committed to it: a key with payroll:execute (a human) must do this.",
+            )
+        }
+        RunError::Invalid(errors) => ApiError::validation(
+            errors
+                .into_iter()
+                .map(|(field, message)| crate::error::FieldError::new(field, message))
+                .collect(),
+        ),
+        RunError::Exchange(reason) => exchange_failed(req, &reason),
+        RunError::Stale | RunError::Unavailable(_) => {
+            tracing::warn!(run_id, error = %err, "run command not carried out");
+            ApiError::unavailable("The run is being reloaded; nothing was changed.")
+                .hint("Retry in a moment with the same Idempotency-Key.")
+        }
+        RunError::Db(cause) => ApiError::internal(cause),
+    }
+}
+
+/// 502 for an exchange that cannot be reached or errs.
+pub fn exchange_failed(req: &ApiRequest, reason: &str) -> ApiError {
+    tracing::warn!(reason, "exchange call failed");
+    ApiError::new(
+        ErrorCode::CexConnectionFailed,
+        "The exchange could not be reached or answered with an error.",
+    )
+    .detail("cex_provider", req.state().exchange_provider)
+}
