@@ -69,7 +69,7 @@ pub async fn create_key(
         );
     }
     let expires_at = match expires_at {
-        Some(raw) => Some(parse_instant(raw, DayEdge::End).map_err(anyhow::Error::msg)?),
+        Some(raw) => Some(parse_instant(raw, DayEdge::Start).map_err(anyhow::Error::msg)?),
         None => None,
     };
     if expires_at.is_some_and(|t| t <= time::now()) {

@@ -33,6 +33,19 @@ pub struct IdempotencyClaim {
     pub lineage_id: String,
     pub key: String,
     pub fingerprint: String,
+    /// Set when the claim is taken; it identifies this claim, so a request whose claim was
+    /// taken over (it ran past the lock timeout) can neither complete nor release it.
+    pub locked_until: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl IdempotencyClaim {
+    pub fn target(&self) -> payroll_actors::ack::IdempotencyTarget {
+        payroll_actors::ack::IdempotencyTarget {
+            lineage_id: self.lineage_id.clone(),
+            key: self.key.clone(),
+            locked_until: self.locked_until,
+        }
+    }
 }
 
 /// The media type of a request body.
@@ -456,11 +469,8 @@ impl RequestInfo {
                 None => body.clone(),
             };
             let kept = String::from_utf8(kept).map_err(ApiError::internal)?;
-            let target = payroll_actors::ack::IdempotencyTarget {
-                lineage_id: claim.lineage_id.clone(),
-                key: claim.key.clone(),
-            };
-            payroll_actors::ack::complete_idempotency(&*tx, &target, status.as_u16(), kept).await?;
+            payroll_actors::ack::complete_idempotency(&*tx, &claim.target(), status.as_u16(), kept)
+                .await?;
         }
         let facts = self.audit_facts(self.route.method.as_str(), &self.path);
         let entry = crate::audit::request_entry(

@@ -218,6 +218,7 @@ async fn admit(
                 lineage_id: caller.lineage_id.clone(),
                 key,
                 fingerprint,
+                locked_until: None,
             };
             match idempotency::check(&state.db, &claim.lineage_id, &claim.key, &claim.fingerprint)
                 .await?
@@ -243,7 +244,8 @@ async fn admit(
     })?;
     let body_type = media_type(req.headers(), route.body, &body)?;
 
-    if let Some(claim) = &claim {
+    let mut claim = claim;
+    if let Some(claim) = claim.as_mut() {
         match idempotency::claim(&state.db, &state.settings.idempotency, claim).await? {
             Verdict::Proceed => {}
             Verdict::Replay { status, body } => return Ok(Admission::Replay { status, body }),
@@ -277,8 +279,9 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, A
     let token = header
         .to_str()
         .ok()
-        .and_then(|h| h.strip_prefix("Bearer "))
-        .map(str::trim)
+        .and_then(|h| h.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim())
         .ok_or_else(|| invalid("The Authorization header must be `Bearer <API key>`"))?;
     if !auth::is_well_formed_key(token) {
         return Err(invalid(

@@ -84,6 +84,10 @@ fn judge(record: &idempotency_record::Model, fingerprint: &str, now: DateTime<Ut
     if record.expires_at <= now {
         return Verdict::Proceed;
     }
+    // A claim whose request crashed stored nothing: the key is free, whatever the request.
+    if record.state == IdempotencyState::InFlight && record.locked_until <= now {
+        return Verdict::Proceed;
+    }
     if record.fingerprint != fingerprint {
         return Verdict::Reused;
     }
@@ -135,20 +139,22 @@ pub async fn check(
     })
 }
 
-/// Claims the key for this request. `Proceed` means the claim is now held.
+/// Claims the key for this request. `Proceed` means the claim is now held, and `claim`
+/// carries its token.
 pub async fn claim(
     db: &Db,
     settings: &IdempotencySettings,
-    claim: &IdempotencyClaim,
+    claim: &mut IdempotencyClaim,
 ) -> Result<Verdict, DbErr> {
     let now = time::now();
+    let locked_until = now + Duration::milliseconds(settings.lock_timeout_ms as i64);
     let tx = db.begin_write().await?;
     let fresh = idempotency_record::ActiveModel {
         lineage_id: Set(claim.lineage_id.clone()),
         idempotency_key: Set(claim.key.clone()),
         fingerprint: Set(claim.fingerprint.clone()),
         state: Set(IdempotencyState::InFlight),
-        locked_until: Set(now + Duration::milliseconds(settings.lock_timeout_ms as i64)),
+        locked_until: Set(locked_until),
         response_status: Set(None),
         response_body: Set(None),
         created_at: Set(now),
@@ -181,16 +187,24 @@ pub async fn claim(
         }
     };
     tx.commit().await?;
+    if verdict == Verdict::Proceed {
+        claim.locked_until = Some(locked_until);
+    }
     Ok(verdict)
 }
 
-/// Drops the claim of a request that failed, so the key can be sent again.
+/// Drops the claim of a request that failed, so the key can be sent again. Only the claim
+/// this request holds: one taken over by a later request stays.
 pub async fn release(db: &Db, claim: &IdempotencyClaim) -> Result<(), DbErr> {
+    let Some(token) = claim.locked_until else {
+        return Ok(());
+    };
     let tx = db.begin_write().await?;
     idempotency_record::Entity::delete_many()
         .filter(idempotency_record::Column::LineageId.eq(claim.lineage_id.as_str()))
         .filter(idempotency_record::Column::IdempotencyKey.eq(claim.key.as_str()))
         .filter(idempotency_record::Column::State.eq(IdempotencyState::InFlight))
+        .filter(idempotency_record::Column::LockedUntil.eq(token))
         .exec(&*tx)
         .await?;
     tx.commit().await
@@ -258,6 +272,8 @@ mod tests {
         assert_eq!(judge(&record, "g", now), Verdict::Reused);
         record.locked_until = now - Duration::seconds(1);
         assert_eq!(judge(&record, "f", now), Verdict::Proceed);
+        // An abandoned claim frees the key for any request.
+        assert_eq!(judge(&record, "g", now), Verdict::Proceed);
         record.state = IdempotencyState::Completed;
         record.response_status = Some(201);
         record.response_body = Some("{}".into());

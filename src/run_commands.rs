@@ -5,7 +5,7 @@
 use actix_web::{HttpResponse, http::StatusCode};
 use chrono::{DateTime, Utc};
 use payroll_actors::{
-    ack::{Acknowledgement, IdempotencyTarget, Outcome},
+    ack::{Acknowledgement, Outcome},
     run::messages::{RunCommand, RunError, RunRequest},
 };
 use payroll_entities::{
@@ -71,10 +71,7 @@ pub async fn send(
     let request_id = req.request_id.clone();
     let facts = req.audit_facts(req.route.method.as_str(), &req.path);
     let ack = Acknowledgement {
-        idempotency: req.claim.as_ref().map(|c| IdempotencyTarget {
-            lineage_id: c.lineage_id.clone(),
-            key: c.key.clone(),
-        }),
+        idempotency: req.claim.as_ref().map(|c| c.target()),
         status: status.as_u16(),
         audit: audit::request_entry(&facts, status.as_u16(), None, json!({})),
         render: Box::new(move |outcome| render(&request_id, outcome).map_err(|e| e.to_string())),

@@ -20,6 +20,9 @@ fn validate_evm(address: &str) -> Result<(), String> {
     if hex_part.len() != 40 || !hex_part.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("an EVM address is 0x followed by 40 hexadecimal characters".into());
     }
+    if hex_part.bytes().all(|b| b == b'0') {
+        return Err("the zero address burns what is sent to it".into());
+    }
     let has_lower = hex_part.bytes().any(|b| b.is_ascii_lowercase());
     let has_upper = hex_part.bytes().any(|b| b.is_ascii_uppercase());
     if has_lower && has_upper && eip55_checksum(hex_part) != hex_part {
@@ -94,6 +97,12 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    #[test]
+    fn the_zero_address_is_refused() {
+        let zero = format!("0x{}", "0".repeat(40));
+        assert!(validate(Network::Ethereum, &zero).is_err());
     }
 
     #[test]

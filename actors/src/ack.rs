@@ -40,6 +40,8 @@ pub type Render = Box<dyn FnOnce(&Outcome) -> Result<Vec<u8>, String> + Send>;
 pub struct IdempotencyTarget {
     pub lineage_id: String,
     pub key: String,
+    /// The claim's token: only the request holding this claim completes the record.
+    pub locked_until: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 pub struct Acknowledgement {
@@ -69,14 +71,16 @@ pub struct AuditAction {
     pub details: Value,
 }
 
-/// Stores an answer in the operation's transaction.
+/// Stores an answer in the operation's transaction. Fails (so the operation rolls back) when
+/// the claim is no longer this request's: another request took it over after the lock timeout
+/// and is running the operation itself.
 pub async fn complete_idempotency<C: ConnectionTrait>(
     conn: &C,
     target: &IdempotencyTarget,
     status: u16,
     body: String,
 ) -> Result<(), DbErr> {
-    idempotency_record::Entity::update_many()
+    let mut update = idempotency_record::Entity::update_many()
         .col_expr(
             idempotency_record::Column::State,
             Expr::value(IdempotencyState::Completed.as_str()),
@@ -88,8 +92,15 @@ pub async fn complete_idempotency<C: ConnectionTrait>(
         .col_expr(idempotency_record::Column::ResponseBody, Expr::value(body))
         .filter(idempotency_record::Column::LineageId.eq(target.lineage_id.as_str()))
         .filter(idempotency_record::Column::IdempotencyKey.eq(target.key.as_str()))
-        .exec(conn)
-        .await?;
+        .filter(idempotency_record::Column::State.eq(IdempotencyState::InFlight));
+    if let Some(token) = target.locked_until {
+        update = update.filter(idempotency_record::Column::LockedUntil.eq(token));
+    }
+    if update.exec(conn).await?.rows_affected != 1 {
+        return Err(DbErr::Custom(
+            "the idempotency claim was taken over by a later request".into(),
+        ));
+    }
     Ok(())
 }
 

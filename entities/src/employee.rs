@@ -11,6 +11,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: String,
     pub name: String,
+    /// Lower-cased name (Unicode rules), for case-insensitive search on every database.
+    pub name_lower: String,
     pub email: String,
     /// Lower-cased email: uniqueness is case-insensitive.
     #[sea_orm(unique)]

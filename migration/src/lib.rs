@@ -14,6 +14,7 @@ mod m20260302_000003_create_email_outbox;
 mod m20260302_000004_create_sandbox;
 mod m20260302_000005_create_treasury_transfers;
 mod m20260302_000006_add_payout_job;
+mod m20260302_000007_add_employee_name_lower;
 
 pub struct Migrator;
 
@@ -33,6 +34,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260302_000004_create_sandbox::Migration),
             Box::new(m20260302_000005_create_treasury_transfers::Migration),
             Box::new(m20260302_000006_add_payout_job::Migration),
+            Box::new(m20260302_000007_add_employee_name_lower::Migration),
         ]
     }
 }

@@ -29,7 +29,7 @@ pub struct CreateApiKeyRequest {
     /// Scopes or wildcards (`payroll:*`); each must be held by the calling key.
     #[schema(value_type = Vec<String>)]
     pub scopes: Option<Vec<String>>,
-    /// When the key stops working (date-time or date); none means never.
+    /// When the key stops working (date-time, or a date meaning its start); none means never.
     #[schema(value_type = Option<String>, format = DateTime)]
     pub expires_at: Option<DateInput>,
 }
@@ -104,7 +104,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         }
     }
     let now = time::now();
-    let expires_at = body.expires_at.map(|d| d.resolve(DayEdge::End));
+    let expires_at = body.expires_at.map(|d| d.resolve(DayEdge::Start));
     if expires_at.is_some_and(|t| t <= now) {
         errors.push(FieldError::new("expires_at", "must be in the future"));
     }
@@ -174,8 +174,19 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .detail("allowed_transitions", json!([]))
         .hint("Create a new key with POST /api/v1/api-keys instead."));
     }
-    let state = req.state();
     let scopes = auth::parse_scope_list(&old.scopes);
+    let caller = req.caller()?;
+    let beyond: Vec<&str> = scopes
+        .iter()
+        .filter(|s| !auth::may_delegate(&caller.scopes, s))
+        .map(String::as_str)
+        .collect();
+    if !beyond.is_empty() {
+        return Err(ApiError::insufficient_scope(&beyond, &caller.scopes).hint(
+            "Rotating a key issues a new key with its scopes; only a key holding all of them may rotate it.",
+        ));
+    }
+    let state = req.state();
     let (model, plaintext) = keys::new_key(
         state.pepper.expose().as_bytes(),
         &old.name,

@@ -8,9 +8,9 @@ use payroll_entities::{EmployeeStatus, EmploymentType, Network, Stablecoin, empl
 use sea_orm::{
     ActiveModelTrait,
     ActiveValue::Set,
-    ColumnTrait, Condition, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect,
-    sea_query::{Expr, ExprTrait, Func, LikeExpr, OnConflict},
+    ColumnTrait, Condition, ConnectionTrait, EntityTrait, IntoActiveModel, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, ExprTrait, LikeExpr, OnConflict},
 };
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value, json};
@@ -250,6 +250,7 @@ fn new_model(valid: ValidEmployee, now: DateTime<Utc>) -> employee::Model {
     employee::Model {
         id: ids::new_id(ids::IdKind::Employee),
         email_lower: valid.email.to_lowercase(),
+        name_lower: valid.name.to_lowercase(),
         name: valid.name,
         email: valid.email,
         status: valid.status,
@@ -272,6 +273,23 @@ fn email_taken(existing_id: &str) -> ApiError {
         "Another employee already has this email address.",
     )
     .detail("existing_employee_id", existing_id)
+}
+
+/// The employee, read inside the write transaction `tx` (row-locked on PostgreSQL; SQLite
+/// writers are serialised already), so concurrent updates never overwrite each other.
+async fn find_employee_for_update(
+    tx: &payroll_entities::db::WriteTx,
+    id: &str,
+) -> Result<employee::Model, ApiError> {
+    let not_found = || ApiError::not_found("employee", id);
+    if !ids::is_well_formed(ids::IdKind::Employee, id) {
+        return Err(not_found());
+    }
+    let mut select = employee::Entity::find_by_id(id.to_owned());
+    if tx.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        select = select.lock_exclusive();
+    }
+    select.one(&**tx).await?.ok_or_else(not_found)
 }
 
 pub async fn find_employee(req: &ApiRequest, id: &str) -> Result<employee::Model, ApiError> {
@@ -321,7 +339,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         };
         select = select.filter(
             Condition::any()
-                .add(Expr::expr(Func::lower(Expr::col(employee::Column::Name))).like(pattern()))
+                .add(Expr::col(employee::Column::NameLower).like(pattern()))
                 .add(Expr::col(employee::Column::EmailLower).like(pattern())),
         );
     }
@@ -365,9 +383,24 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     {
         return Err(email_taken(&existing.id));
     }
-    employee::Entity::insert(model.clone().into_active_model())
+    let inserted = employee::Entity::insert(model.clone().into_active_model())
         .exec_without_returning(&*tx)
-        .await?;
+        .await;
+    if let Err(err) = inserted {
+        // Another request created the same email between the check and the insert.
+        if matches!(
+            err.sql_err(),
+            Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+        ) {
+            drop(tx);
+            let existing = employee::Entity::find()
+                .filter(employee::Column::EmailLower.eq(model.email_lower.as_str()))
+                .one(&req.state().db.conn)
+                .await?;
+            return Err(email_taken(existing.as_ref().map_or("", |e| e.id.as_str())));
+        }
+        return Err(err.into());
+    }
     let shown = EmployeeResource::from(&model);
     let record = AuditRecord::new("EMPLOYEE_CREATED", "employee", &model.id)
         .details(json!({"after": shown}));
@@ -438,7 +471,8 @@ pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             return Err(ApiError::validation(fixed));
         }
     };
-    let current = find_employee(&req, req.param("employee_id")).await?;
+    let tx = req.state().db.begin_write().await?;
+    let current = find_employee_for_update(&tx, req.param("employee_id")).await?;
     let merged = EmployeeInput {
         name: Some(patch.name.clone().unwrap_or_else(|| current.name.clone())),
         email: Some(current.email.clone()),
@@ -468,9 +502,9 @@ pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let Some(valid) = validate(&merged, "", &mut errors) else {
         return Err(ApiError::validation(errors));
     };
-    let tx = req.state().db.begin_write().await?;
     let before = EmployeeResource::from(&current);
     let mut active = current.into_active_model();
+    active.name_lower = Set(valid.name.to_lowercase());
     active.name = Set(valid.name);
     active.status = Set(valid.status);
     active.employment_type = Set(valid.employment_type);
@@ -494,8 +528,8 @@ pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     responses((status = 200, description = "The employee, now INACTIVE (employees are never deleted: runs refer to them)", body = EmployeeResource)))]
 pub async fn deactivate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
-    let current = find_employee(&req, req.param("employee_id")).await?;
     let tx = req.state().db.begin_write().await?;
+    let current = find_employee_for_update(&tx, req.param("employee_id")).await?;
     let before = EmployeeResource::from(&current);
     let updated = if current.status == EmployeeStatus::Inactive {
         current
@@ -525,7 +559,7 @@ fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
         BodyType::Csv => {
             let mut reader = csv::ReaderBuilder::new()
                 .trim(csv::Trim::All)
-                .from_reader(req.body.as_ref());
+                .from_reader(req.body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&req.body));
             let headers = reader
                 .headers()
                 .map_err(|e| {
@@ -666,6 +700,7 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     for (present, models) in groups {
         let mut update_columns = vec![
             employee::Column::Name,
+            employee::Column::NameLower,
             employee::Column::Email,
             employee::Column::SalaryUsdCents,
             employee::Column::Network,
@@ -689,16 +724,23 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
                 .await?;
         }
     }
+    let first_ids: Vec<String> = employee::Entity::find()
+        .select_only()
+        .column(employee::Column::Id)
+        .filter(employee::Column::EmailLower.is_in(first_ids.iter().map(|e| e.to_lowercase())))
+        .into_tuple()
+        .all(&*tx)
+        .await?;
     let result = ImportResult {
         created: total - updated,
         updated,
         total,
     };
-    let record = AuditRecord::new("EMPLOYEES_IMPORTED", "employee", "import").details(json!({
+    let record = AuditRecord::new("EMPLOYEES_IMPORTED", "employee", "*").details(json!({
         "created": result.created,
         "updated": result.updated,
         "total": result.total,
-        "first_emails": first_ids,
+        "first_employee_ids": first_ids,
     }));
     req.commit::<_, ImportResult>(tx, StatusCode::OK, &result, None, record)
         .await

@@ -64,8 +64,10 @@ pub struct CreateRunRequest {
     /// Regular runs: the ACTIVE employees to pay; default all ACTIVE ones with a salary above 0
     /// whose contract dates overlap the period.
     pub employee_ids: Option<Vec<String>>,
-    /// Required for ad_hoc and reimbursement runs, refused for regular ones.
-    pub items: Option<Vec<RunItem>>,
+    /// Required for ad_hoc and reimbursement runs, refused for regular ones. Each item is
+    /// checked on its own, so every invalid one is listed.
+    #[schema(value_type = Option<Vec<RunItem>>)]
+    pub items: Option<Vec<serde_json::Value>>,
 }
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -321,9 +323,31 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             }
         }
     } else {
-        for (i, item) in body.items.iter().flatten().enumerate() {
+        for (i, raw) in body.items.iter().flatten().enumerate() {
             let field = format!("items[{i}]");
+            let (item, item_errors) = if raw.is_object() {
+                crate::api::parse_partial::<RunItem>(raw.clone())
+            } else {
+                (
+                    None,
+                    vec![FieldError::new(
+                        "",
+                        "each item must be an object {employee_id, amount_usd_cents}",
+                    )],
+                )
+            };
+            errors.extend(item_errors.iter().map(|e| {
+                let at = if e.field.is_empty() {
+                    field.clone()
+                } else {
+                    format!("{field}.{}", e.field)
+                };
+                FieldError::new(at, e.message.clone())
+            }));
+            let Some(item) = item else { continue };
+            let mistyped = |name: &str| item_errors.iter().any(|e| e.field == name);
             match &item.employee_id {
+                None if mistyped("employee_id") => {}
                 None => errors.push(FieldError::new(format!("{field}.employee_id"), "required")),
                 Some(id) if !seen.insert(id.clone()) => errors.push(FieldError::new(
                     format!("{field}.employee_id"),
@@ -332,6 +356,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
                 Some(_) => {}
             }
             match item.amount_usd_cents {
+                None if mistyped("amount_usd_cents") => {}
                 None => errors.push(FieldError::new(
                     format!("{field}.amount_usd_cents"),
                     "required: at least 1 cent",
@@ -626,14 +651,23 @@ const CSV_HEADER: &[&str] = &[
     "updated_at",
 ];
 
+/// Free text as a CSV cell that a spreadsheet shows as text, never runs as a formula.
+fn text_cell(value: &str) -> std::borrow::Cow<'_, str> {
+    if value.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        std::borrow::Cow::Owned(format!("'{value}"))
+    } else {
+        std::borrow::Cow::Borrowed(value)
+    }
+}
+
 fn csv_row(writer: &mut csv::Writer<Vec<u8>>, p: &payout::Model) -> Result<(), csv::Error> {
     let opt_ts = |t: &Option<DateTime<Utc>>| t.as_ref().map(time::format).unwrap_or_default();
     writer.write_record([
         p.id.as_str(),
         &p.payroll_run_id,
         &p.employee_id,
-        &p.employee_name,
-        &p.employee_email,
+        &text_cell(&p.employee_name),
+        &text_cell(&p.employee_email),
         p.status.as_str(),
         if p.is_test_run { "true" } else { "false" },
         &p.amount_usd_cents.to_string(),
@@ -642,13 +676,13 @@ fn csv_row(writer: &mut csv::Writer<Vec<u8>>, p: &payout::Model) -> Result<(), c
         p.stablecoin.as_str(),
         p.network.as_str(),
         &p.wallet_address,
-        p.note.as_deref().unwrap_or_default(),
+        &text_cell(p.note.as_deref().unwrap_or_default()),
         &p.attempt.to_string(),
         p.client_withdrawal_id.as_deref().unwrap_or_default(),
         p.cex_withdrawal_id.as_deref().unwrap_or_default(),
         p.on_chain_tx_hash.as_deref().unwrap_or_default(),
         p.block_explorer_url.as_deref().unwrap_or_default(),
-        p.failed_reason.as_deref().unwrap_or_default(),
+        &text_cell(p.failed_reason.as_deref().unwrap_or_default()),
         &opt_ts(&p.initiated_at),
         &opt_ts(&p.completed_at),
         &time::format(&p.created_at),

@@ -249,3 +249,22 @@ async fn the_rate_limit_answers_429_with_retry_after() {
         retry
     );
 }
+
+#[actix_web::test]
+async fn rotating_needs_every_scope_of_the_rotated_key() {
+    let app = spawn_app().await;
+    let (manager, _) = app.key_with(&["keys:manage"]).await;
+    let res = app
+        .write_as(
+            &manager,
+            "POST",
+            &format!("/api/v1/api-keys/{}/rotate", app.key_id),
+            json!({}),
+        )
+        .await;
+    assert_eq!(res.status, 403, "{}", res.text);
+    assert_eq!(res.code(), "INSUFFICIENT_SCOPE");
+    assert!(res.data().is_null());
+    // The admin key still works: nothing was rotated.
+    assert_eq!(app.get("/api/v1/payroll-runs").await.status, 200);
+}

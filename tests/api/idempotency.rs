@@ -155,12 +155,13 @@ async fn a_key_still_in_flight_is_409() {
     let db = payroll_entities::db::Db::connect(&app.settings.database_url(), 1)
         .await
         .expect("db");
-    let claim = IdempotencyClaim {
+    let mut claim = IdempotencyClaim {
         lineage_id: app.key_id.clone(),
         key: key.clone(),
         fingerprint: idempotency::fingerprint("createEmployee", &[], &body),
+        locked_until: None,
     };
-    let verdict = idempotency::claim(&db, &app.settings.idempotency, &claim)
+    let verdict = idempotency::claim(&db, &app.settings.idempotency, &mut claim)
         .await
         .expect("claim");
     assert_eq!(verdict, idempotency::Verdict::Proceed);

@@ -140,7 +140,29 @@ async fn ad_hoc_and_reimbursement_runs_pay_items() {
             "items": [{"employee_id": id(&staff[0]), "amount_usd_cents": 0}, {"amount_usd_cents": 5}, {"employee_id": id(&staff[0]), "amount_usd_cents": 5, "tip": 1}]}))
         .await;
     assert_eq!(res.status, 400);
-    assert_eq!(res.invalid_fields(), vec!["items[2].tip"]);
+    assert_eq!(
+        res.invalid_fields(),
+        vec![
+            "items[0].amount_usd_cents",
+            "items[1].employee_id",
+            "items[2].tip",
+            "items[2].employee_id"
+        ]
+    );
+    // Every mistyped item is listed, not only the first.
+    let res = app
+        .post("/api/v1/payroll-runs", json!({"type": "ad_hoc", "period_start": "2026-03-01", "period_end": "2026-03-31",
+            "items": [{"employee_id": id(&staff[0]), "amount_usd_cents": "x"}, {"employee_id": 7, "amount_usd_cents": 1.5}, "nope"]}))
+        .await;
+    assert_eq!(
+        res.invalid_fields(),
+        vec![
+            "items[0].amount_usd_cents",
+            "items[1].amount_usd_cents",
+            "items[1].employee_id",
+            "items[2]"
+        ]
+    );
     let res = app
         .post("/api/v1/payroll-runs", json!({"type": "reimbursement", "period_start": "2026-03-01", "period_end": "2026-03-31",
             "items": [{"employee_id": id(&staff[0]), "amount_usd_cents": 0}, {"amount_usd_cents": 5}, {"employee_id": id(&staff[0]), "amount_usd_cents": 5}]}))
