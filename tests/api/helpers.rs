@@ -72,6 +72,11 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
     settings.audit.flush_interval_ms = 50;
     settings.log.level = "warn".into();
     settings.database.max_connections = 5;
+    // Quick settlement and polling; the funds watch only where a test turns it on.
+    settings.exchange.withdrawals_per_second = 0;
+    settings.exchange.sandbox.completion_delay_ms = 100;
+    settings.runs.poll_interval_ms = 50;
+    settings.runs.funds_watch_interval_ms = 3_600_000;
     if let Ok(base) = std::env::var("PAYROLL_TEST_DATABASE_URL") {
         settings.database.url = payroll::config::Secret::new(fresh_pg_schema(&base).await);
     }
@@ -101,7 +106,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
 }
 
 /// A new schema in the test database, and a URL whose connections use it.
-async fn fresh_pg_schema(base: &str) -> String {
+pub async fn fresh_pg_schema(base: &str) -> String {
     use sea_orm::{ConnectionTrait, Database};
     let schema = format!("t_{}", ulid::Ulid::new().to_string().to_lowercase());
     let conn = Database::connect(base).await.expect("PostgreSQL reachable");
@@ -114,6 +119,55 @@ async fn fresh_pg_schema(base: &str) -> String {
 }
 
 impl TestApp {
+    /// A connection of the test's own to the app's database.
+    pub async fn db(&self) -> payroll_entities::db::Db {
+        payroll_entities::db::Db::connect(&self.settings.database_url(), 2)
+            .await
+            .expect("database")
+    }
+
+    /// Moves cents from the treasury wallet to the exchange account.
+    pub async fn fund(&self, cents: i64) {
+        let res = self
+            .post(
+                "/api/v1/treasury/transfers",
+                json!({"amount_usd_cents": cents}),
+            )
+            .await;
+        assert_eq!(res.status, 201, "{}", res.text);
+    }
+
+    /// A POST with a fresh key and no body.
+    pub async fn act(&self, path: &str) -> Resp {
+        self.send("POST", path, Some(&self.key), Some(&new_key()), None, &[])
+            .await
+    }
+
+    /// Syncs the run until `done` holds for it, or panics after `seconds`.
+    pub async fn wait_for_run(
+        &self,
+        run_id: &str,
+        seconds: u64,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(seconds);
+        loop {
+            let res = self
+                .act(&format!("/api/v1/payroll-runs/{run_id}/sync"))
+                .await;
+            assert_eq!(res.status, 200, "{}", res.text);
+            if done(res.data()) {
+                return res.data().clone();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "run did not get there: {}",
+                res.text
+            );
+            actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.address, path)
     }

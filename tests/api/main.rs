@@ -2,7 +2,9 @@
 
 mod audit;
 mod auth;
+mod crash;
 mod employees;
+mod execution;
 mod helpers;
 mod idempotency;
 mod openapi;

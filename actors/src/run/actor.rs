@@ -119,20 +119,27 @@ impl RunActor {
     }
 
     /// Commits client ids for as many payouts as the window has room for, then sends them.
+    /// Like every step, it reads the actor's state when it starts, not when it is scheduled:
+    /// steps queue behind each other, and each must see what the one before it committed.
     fn fill_window(&mut self, ctx: &mut Context<Self>) {
-        let Some(snapshot) = &self.snapshot else {
-            return;
-        };
-        let window = self.deps.exchange_settings.in_flight_window.max(1) as usize;
-        let room = window.saturating_sub(self.in_flight.len());
-        if room == 0 || snapshot.run.status != RunStatus::PayingOut {
+        if self.status() != Some(RunStatus::PayingOut) {
             return;
         }
         let deps = self.deps.clone();
-        let run = snapshot.run.clone();
         ctx.wait(
-            async move { operations::claim_window(&deps, &run, room).await }
-                .into_actor(self)
+            actix::fut::ready(())
+                .then(move |_, act: &mut Self, _| {
+                    let window = act.deps.exchange_settings.in_flight_window.max(1) as usize;
+                    let room = window.saturating_sub(act.in_flight.len());
+                    let run = act.snapshot.as_ref().map(|s| s.run.clone());
+                    async move {
+                        match run {
+                            Some(run) => operations::claim_window(&deps, &run, room).await,
+                            None => Ok(Vec::new()),
+                        }
+                    }
+                    .into_actor(act)
+                })
                 .map(|result, act, ctx| match result {
                     Ok(requests) if !requests.is_empty() => {
                         act.in_flight
@@ -148,47 +155,65 @@ impl RunActor {
         );
     }
 
-    /// Runs one internal step on the snapshot, then finishes the run if every payout is
-    /// terminal.
+    /// Runs one internal step on the snapshot as it stands when the step starts, then finishes
+    /// the run if every payout is terminal.
     fn step<F, Fut>(&mut self, ctx: &mut Context<Self>, work: F)
     where
         F: FnOnce(Arc<RunDeps>, Snapshot) -> Fut + 'static,
         Fut: std::future::Future<Output = Result<(Snapshot, operations::Recorded), RunError>>
             + 'static,
     {
-        let Some(snapshot) = self.snapshot.clone() else {
+        if self.snapshot.is_none() {
             return;
-        };
+        }
         let deps = self.deps.clone();
         ctx.wait(
-            async move {
-                let (snapshot, recorded) = work(deps.clone(), snapshot).await?;
-                let (snapshot, finished) = operations::finish_if_done(&deps, snapshot).await?;
-                Ok::<_, RunError>((snapshot, recorded, finished))
-            }
-            .into_actor(self)
-            .map(|result, act, ctx| match result {
-                Ok((snapshot, recorded, finished)) => {
-                    act.snapshot = Some(snapshot);
-                    let later = Instant::now() + act.poll_interval();
-                    act.watch_at(later, recorded.watch);
-                    act.watch_at(later, recorded.still_pending);
-                    if !recorded.resend.is_empty() {
-                        act.in_flight.extend(recorded.resend.iter().map(|r| r.client_id.clone()));
-                        act.deps.exchange.do_send(Submit {
-                            items: recorded.resend,
-                            reply_to: ctx.address().recipient(),
-                        });
+            actix::fut::ready(())
+                .then(move |_, act: &mut Self, _| {
+                    let snapshot = act.snapshot.clone();
+                    async move {
+                        let snapshot = snapshot.ok_or(RunError::NotFound)?;
+                        let (snapshot, recorded) = work(deps.clone(), snapshot).await?;
+                        let (snapshot, finished) =
+                            operations::finish_if_done(&deps, snapshot).await?;
+                        Ok::<_, RunError>((snapshot, recorded, finished))
                     }
-                    if finished {
-                        act.watch.clear();
-                        tracing::info!(run_id = %act.run_id, status = ?act.status(), "run finished");
+                    .into_actor(act)
+                })
+                .map(|result, act, ctx| match result {
+                    Ok((snapshot, recorded, finished)) => {
+                        act.snapshot = Some(snapshot);
+                        let later = Instant::now() + act.poll_interval();
+                        act.watch_at(later, recorded.watch);
+                        act.watch_at(later, recorded.still_pending);
+                        act.resend(ctx, recorded.resend);
+                        if finished {
+                            act.watch.clear();
+                            tracing::info!(run_id = %act.run_id, status = ?act.status(), "run finished");
+                        }
+                        act.after_change(ctx);
                     }
-                    act.after_change(ctx);
-                }
-                Err(err) => act.fail(ctx, err),
-            }),
+                    Err(err) => act.fail(ctx, err),
+                }),
         );
+    }
+
+    /// Sends withdrawals again under their committed client ids (unknown at the exchange past
+    /// the grace period).
+    fn resend(
+        &mut self,
+        ctx: &mut Context<Self>,
+        requests: Vec<crate::exchange::WithdrawalRequest>,
+    ) {
+        if requests.is_empty() {
+            return;
+        }
+        self.in_flight
+            .extend(requests.iter().map(|r| r.client_id.clone()));
+        self.deps.exchange.do_send(Submit {
+            items: requests,
+            reply_to: ctx.address().recipient(),
+        });
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
@@ -233,15 +258,22 @@ impl RunActor {
     }
 
     fn watch_funds(&mut self, ctx: &mut Context<Self>) {
-        let Some(snapshot) = self.snapshot.clone() else {
-            return;
-        };
         let deps = self.deps.clone();
         ctx.wait(
-            async move { operations::watch_funds(&deps, snapshot).await }
-                .into_actor(self)
+            actix::fut::ready(())
+                .then(move |_, act: &mut Self, _| {
+                    let snapshot = act.snapshot.clone();
+                    async move {
+                        match snapshot {
+                            Some(s) => operations::watch_funds(&deps, s).await.map(Some),
+                            None => Ok(None),
+                        }
+                    }
+                    .into_actor(act)
+                })
                 .map(|result, act, _| match result {
-                    Ok(snapshot) => act.snapshot = Some(snapshot),
+                    Ok(Some(snapshot)) => act.snapshot = Some(snapshot),
+                    Ok(None) => {}
                     // The exchange may be away for a while; the next tick tries again.
                     Err(err) => {
                         tracing::warn!(run_id = %act.run_id, error = %err, "funds watch failed")
@@ -310,53 +342,57 @@ impl Handler<RunRequest> for RunActor {
     fn handle(&mut self, msg: RunRequest, _: &mut Context<Self>) -> Self::Result {
         self.last_used = Instant::now();
         let deps = self.deps.clone();
-        let snapshot = self.snapshot.clone();
-        let unsettled_first = matches!(msg.command, RunCommand::Sync)
-            && snapshot
-                .as_ref()
-                .is_some_and(|s| s.run.status == RunStatus::PayingOut);
         AtomicResponse::new(Box::pin(
-            async move {
-                let mut snapshot = snapshot.ok_or(RunError::NotFound)?;
-                let mut recorded = operations::Recorded::default();
-                if unsettled_first {
-                    // Sync: one reconciliation pass with the exchange, then the run as it stands.
-                    let ids = operations::unsettled_client_ids(&deps.db, &snapshot.run.id).await?;
-                    let (next, rec) = operations::reconcile(&deps, snapshot, ids).await?;
-                    let (next, _) = operations::finish_if_done(&deps, next).await?;
-                    snapshot = next;
-                    recorded = rec;
-                }
-                let done = operations::handle(&deps, snapshot, msg).await?;
-                Ok::<_, RunError>((done, recorded))
-            }
-            .into_actor(self)
-            .map(|result, act, ctx| match result {
-                Ok((done, recorded)) => {
-                    act.snapshot = Some(done.snapshot);
-                    if done.mail {
-                        operations::nudge_mailer(&act.deps);
+            actix::fut::ready(())
+                .then(move |_, act: &mut Self, _| {
+                    let snapshot = act.snapshot.clone();
+                    async move {
+                        let mut snapshot = snapshot.ok_or(RunError::NotFound)?;
+                        let mut recorded = operations::Recorded::default();
+                        if matches!(msg.command, RunCommand::Sync)
+                            && snapshot.run.status == RunStatus::PayingOut
+                        {
+                            // Sync: one reconciliation pass with the exchange, then the run
+                            // as it stands.
+                            let ids = operations::unsettled_client_ids(&deps.db, &snapshot.run.id)
+                                .await?;
+                            let (next, rec) = operations::reconcile(&deps, snapshot, ids).await?;
+                            let (next, _) = operations::finish_if_done(&deps, next).await?;
+                            snapshot = next;
+                            recorded = rec;
+                        }
+                        let done = operations::handle(&deps, snapshot, msg).await?;
+                        Ok::<_, RunError>((done, recorded))
                     }
-                    if !recorded.resend.is_empty() {
-                        act.in_flight
-                            .extend(recorded.resend.iter().map(|r| r.client_id.clone()));
-                        act.deps.exchange.do_send(Submit {
-                            items: recorded.resend,
-                            reply_to: ctx.address().recipient(),
-                        });
+                    .into_actor(act)
+                })
+                .map(|result, act, ctx| match result {
+                    Ok((done, recorded)) => {
+                        act.snapshot = Some(done.snapshot);
+                        if done.mail {
+                            operations::nudge_mailer(&act.deps);
+                        }
+                        act.resend(ctx, recorded.resend);
+                        let later = Instant::now() + act.poll_interval();
+                        act.watch_at(later, recorded.still_pending);
+                        act.after_change(ctx);
+                        Ok(done.reply)
                     }
-                    let later = Instant::now() + act.poll_interval();
-                    act.watch_at(later, recorded.still_pending);
-                    act.after_change(ctx);
-                    Ok(done.reply)
-                }
-                Err(err) => {
-                    if matches!(err, RunError::Stale | RunError::Db(_)) {
-                        act.fail(ctx, err.clone());
+                    Err(err) => {
+                        // A refusal changes nothing; a failure part-way (a sync reconciles
+                        // before it answers) may have committed something, so reload.
+                        if matches!(
+                            err,
+                            RunError::Stale
+                                | RunError::Db(_)
+                                | RunError::Unavailable(_)
+                                | RunError::Exchange(_)
+                        ) {
+                            act.fail(ctx, err.clone());
+                        }
+                        Err(err)
                     }
-                    Err(err)
-                }
-            }),
+                }),
         ))
     }
 }

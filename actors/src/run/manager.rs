@@ -28,8 +28,11 @@ impl RunManager {
         }
     }
 
+    /// The run's actor, started if it has none. An actor leaves the registry only when it
+    /// retires: one that is restarting (its supervisor reloads it) keeps its address, so a run
+    /// never has two writers.
     fn actor_for(&mut self, run_id: &str, ctx: &mut Context<Self>) -> Addr<RunActor> {
-        if let Some(addr) = self.actors.get(run_id).filter(|a| a.connected()) {
+        if let Some(addr) = self.actors.get(run_id) {
             return addr.clone();
         }
         let deps = self.deps.clone();

@@ -95,6 +95,15 @@ async fn save_run<C: ConnectionTrait>(
     if written == 1 {
         Ok(())
     } else {
+        let stored = payroll_run::Entity::find_by_id(run.id.clone())
+            .one(conn)
+            .await?;
+        tracing::warn!(
+            run_id = %run.id,
+            expected_version = before_version,
+            stored_version = ?stored.map(|r| r.version),
+            "stale run snapshot"
+        );
         Err(RunError::Stale)
     }
 }

@@ -1,0 +1,311 @@
+//! `kill -9` during execution: the server process is killed at several points while a run of a
+//! few hundred payouts is paid, restarted on the same database, and the sandbox exchange must
+//! show every payout withdrawn exactly once and the run completed.
+
+use std::{
+    net::TcpListener,
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use payroll::{auth, config::Settings};
+use payroll_entities::{db::Db, payout, sandbox_withdrawal};
+use sea_orm::{EntityTrait, PaginatorTrait};
+use serde_json::{Value, json};
+
+use crate::helpers::{evm_address, fresh_pg_schema, new_key};
+
+const PAYOUTS: usize = 300;
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+struct Setup {
+    dir: tempfile::TempDir,
+    database_url: String,
+    key: String,
+    client: awc::Client,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Setup {
+    async fn new() -> Setup {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut settings = Settings::defaults().expect("settings");
+        settings.data.dir = dir.path().to_path_buf();
+        if let Ok(base) = std::env::var("PAYROLL_TEST_DATABASE_URL") {
+            settings.database.url = payroll::config::Secret::new(fresh_pg_schema(&base).await);
+        }
+        let database_url = settings.database_url();
+        let key =
+            payroll::admin::create_key(&settings, "crash-test", &auth::all_scope_names(), None)
+                .await
+                .expect("key")
+                .key
+                .flatten()
+                .expect("plaintext");
+        Setup {
+            dir,
+            database_url,
+            key,
+            client: awc::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .finish(),
+        }
+    }
+
+    fn log_path(&self, n: usize) -> PathBuf {
+        self.dir.path().join(format!("server-{n}.log"))
+    }
+
+    /// Starts `payroll serve` as a child process and waits until it answers.
+    async fn start(&self, n: usize) -> Server {
+        let port = free_port();
+        let log = std::fs::File::create(self.log_path(n)).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_payroll"))
+            .arg("serve")
+            .env("PAYROLL__SERVER__PORT", port.to_string())
+            .env("PAYROLL__DATA__DIR", self.dir.path())
+            .env("PAYROLL__DATABASE__URL", &self.database_url)
+            .env("PAYROLL__AUTH__BOOTSTRAP_KEY", "false")
+            .env("PAYROLL__LOG__LEVEL", "warn")
+            .env("PAYROLL__EXCHANGE__WITHDRAWALS_PER_SECOND", "150")
+            .env("PAYROLL__EXCHANGE__BURST", "10")
+            .env("PAYROLL__EXCHANGE__IN_FLIGHT_WINDOW", "32")
+            .env("PAYROLL__EXCHANGE__RECONCILE_GRACE_MS", "500")
+            .env("PAYROLL__EXCHANGE__SANDBOX__COMPLETION_DELAY_MS", "200")
+            .env("PAYROLL__RUNS__POLL_INTERVAL_MS", "100")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("server starts");
+        let server = Server {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(res) = self
+                .client
+                .get(format!("{}/readyz", server.base))
+                .send()
+                .await
+                && res.status().is_success()
+            {
+                return server;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "server {n} did not start: {}",
+                self.log(n)
+            );
+            actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn log(&self, n: usize) -> String {
+        std::fs::read_to_string(self.log_path(n)).unwrap_or_default()
+    }
+
+    async fn call(&self, server: &Server, method: &str, path: &str, body: Option<Value>) -> Value {
+        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .client
+            .request(method.clone(), format!("{}/api/v1{path}", server.base))
+            .insert_header(("Authorization", format!("Bearer {}", self.key)));
+        if method != awc::http::Method::GET {
+            req = req.insert_header(("Idempotency-Key", new_key()));
+        }
+        let mut res = match body {
+            Some(body) => req.send_json(&body).await,
+            None => req.send().await,
+        }
+        .expect("request");
+        let bytes = res.body().limit(64 << 20).await.expect("body");
+        let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        assert!(
+            res.status().is_success(),
+            "{method} {path}: {json}\n--- server log:\n{}{}",
+            self.log(1),
+            self.log(2)
+        );
+        json
+    }
+}
+
+async fn db(url: &str) -> Db {
+    Db::connect(url, 2).await.expect("database")
+}
+
+async fn withdrawn(db: &Db) -> u64 {
+    sandbox_withdrawal::Entity::find()
+        .count(&db.conn)
+        .await
+        .expect("count")
+}
+
+/// Pays a run of `PAYOUTS` payouts, killing the server once `kill_after` withdrawals reached
+/// the exchange (0: right after execute answered), then checks exactly-once on a restart.
+async fn pay_through_a_crash(kill_after: u64) {
+    let setup = Setup::new().await;
+    let first = setup.start(1).await;
+    let rows: Vec<Value> = (0..PAYOUTS)
+        .map(|i| {
+            let email = format!("crash{i}@example.com");
+            json!({"name": format!("C {i}"), "wallet_address": evm_address(&email), "email": email,
+                   "salary_usd_cents": 100 + i as i64, "network": "ARBITRUM"})
+        })
+        .collect();
+    setup
+        .call(&first, "POST", "/employees/import", Some(json!(rows)))
+        .await;
+    let run = setup
+        .call(
+            &first,
+            "POST",
+            "/payroll-runs",
+            Some(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"})),
+        )
+        .await;
+    let run_id = run["data"]["id"].as_str().expect("run id").to_owned();
+    let total = run["data"]["total_amount_usd_cents"]
+        .as_i64()
+        .expect("total");
+    setup
+        .call(
+            &first,
+            "POST",
+            &format!("/payroll-runs/{run_id}/confirm"),
+            None,
+        )
+        .await;
+    setup
+        .call(
+            &first,
+            "POST",
+            "/treasury/transfers",
+            Some(json!({"amount_usd_cents": total})),
+        )
+        .await;
+    let check = setup
+        .call(
+            &first,
+            "POST",
+            &format!("/payroll-runs/{run_id}/balance-check"),
+            None,
+        )
+        .await;
+    assert_eq!(check["data"]["run_status"], "DEPOSITED");
+    setup
+        .call(
+            &first,
+            "POST",
+            &format!("/payroll-runs/{run_id}/execute"),
+            None,
+        )
+        .await;
+
+    let database = db(&setup.database_url).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while withdrawn(&database).await < kill_after {
+        assert!(
+            Instant::now() < deadline,
+            "withdrawals did not start: {}",
+            setup.log(1)
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut first = first;
+    first.child.kill().expect("kill -9");
+    first.child.wait().expect("reaped");
+    let at_kill = withdrawn(&database).await;
+
+    let second = setup.start(2).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let finished = loop {
+        let run = setup
+            .call(
+                &second,
+                "POST",
+                &format!("/payroll-runs/{run_id}/sync"),
+                None,
+            )
+            .await;
+        if run["data"]["status"] == "COMPLETED" {
+            break run;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run not completed after restart (killed at {at_kill}): {run}\n{}",
+            setup.log(2)
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(
+        finished["data"]["payout_summary"]["completed"],
+        PAYOUTS as i64
+    );
+
+    // At the exchange: one withdrawal per payout, under its first attempt's id, for its amount.
+    let withdrawals = sandbox_withdrawal::Entity::find()
+        .all(&database.conn)
+        .await
+        .expect("withdrawals");
+    assert_eq!(withdrawals.len(), PAYOUTS, "killed at {at_kill}");
+    let payouts = payout::Entity::find()
+        .all(&database.conn)
+        .await
+        .expect("payouts");
+    for p in &payouts {
+        assert_eq!(p.attempt, 1);
+        let id = format!("{}-1", p.id);
+        let matching: Vec<_> = withdrawals.iter().filter(|w| w.client_id == id).collect();
+        assert_eq!(
+            matching.len(),
+            1,
+            "payout {} withdrawn {} times",
+            p.id,
+            matching.len()
+        );
+        assert_eq!(matching[0].amount_usd_cents, p.amount_usd_cents);
+        assert_eq!(
+            p.cex_withdrawal_id.as_deref(),
+            Some(matching[0].id.as_str())
+        );
+    }
+    let paid: i64 = withdrawals.iter().map(|w| w.amount_usd_cents).sum();
+    assert_eq!(paid, total, "money conserved");
+    let mut second = second;
+    second.child.kill().ok();
+    second.child.wait().ok();
+}
+
+#[actix_web::test]
+async fn kill_right_after_execute() {
+    pay_through_a_crash(0).await;
+}
+
+#[actix_web::test]
+async fn kill_after_the_first_withdrawal() {
+    pay_through_a_crash(1).await;
+}
+
+#[actix_web::test]
+async fn kill_midway() {
+    pay_through_a_crash(150).await;
+}
+
+#[actix_web::test]
+async fn kill_near_the_end() {
+    pay_through_a_crash(280).await;
+}

@@ -1,0 +1,677 @@
+//! Execution: confirm, funding, execute, withdrawals at the sandbox exchange, jobs, retries,
+//! test runs and emails, through the real API.
+
+use payroll_entities::{SandboxAccount, sandbox_withdrawal};
+use sea_orm::{EntityTrait, QueryOrder};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, evm_address, new_key, spawn_app, spawn_app_with};
+
+fn id(v: &Value) -> String {
+    v["id"].as_str().expect("id").to_owned()
+}
+
+/// `n` employees with salaries 1000, 2000, … cents; returns them.
+async fn staff(app: &TestApp, n: usize) -> Vec<Value> {
+    let mut out = Vec::new();
+    for i in 1..=n {
+        out.push(
+            app.create_employee(
+                &format!("Payee {i}"),
+                &format!("payee{i}@example.com"),
+                1000 * i as i64,
+            )
+            .await,
+        );
+    }
+    out
+}
+
+async fn create_run(app: &TestApp, body: Value) -> String {
+    let res = app.post("/api/v1/payroll-runs", body).await;
+    assert_eq!(res.status, 201, "{}", res.text);
+    id(res.data())
+}
+
+async fn confirmed_run(app: &TestApp, body: Value) -> String {
+    let run_id = create_run(app, body).await;
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/confirm"))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["status"], "CONFIRMED");
+    run_id
+}
+
+async fn withdrawals(app: &TestApp) -> Vec<sandbox_withdrawal::Model> {
+    sandbox_withdrawal::Entity::find()
+        .order_by_asc(sandbox_withdrawal::Column::CreatedAt)
+        .order_by_asc(sandbox_withdrawal::Column::Id)
+        .all(&app.db().await.conn)
+        .await
+        .expect("withdrawals")
+}
+
+fn march() -> Value {
+    json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "label": "March"})
+}
+
+#[actix_web::test]
+async fn a_run_is_paid_from_confirm_to_completed() {
+    let app = spawn_app().await;
+    let people = staff(&app, 3).await;
+    let run_id = confirmed_run(&app, march()).await;
+    let base = format!("/api/v1/payroll-runs/{run_id}");
+
+    // Not funded yet: the check says by how much.
+    let check = app.act(&format!("{base}/balance-check")).await;
+    assert_eq!(check.status, 200, "{}", check.text);
+    let mut fields: Vec<&str> = check
+        .data()
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "available_usdc_cents",
+            "checked_at",
+            "deficit_usdc_cents",
+            "required_usdc_cents",
+            "run_status",
+            "sufficient"
+        ]
+    );
+    assert_eq!(check.data()["sufficient"], false);
+    assert_eq!(check.data()["required_usdc_cents"], 6000);
+    assert_eq!(check.data()["available_usdc_cents"], 0);
+    assert_eq!(check.data()["deficit_usdc_cents"], 6000);
+    assert_eq!(check.data()["run_status"], "CONFIRMED");
+
+    app.fund(10_000).await;
+    let check = app.act(&format!("{base}/balance-check")).await;
+    assert_eq!(check.data()["sufficient"], true);
+    assert_eq!(check.data()["deficit_usdc_cents"], 0);
+    assert_eq!(check.data()["run_status"], "DEPOSITED");
+    let treasury = app.get("/api/v1/treasury/balance").await;
+    assert_eq!(treasury.data()["exchange"]["available_usd_cents"], 10_000);
+    assert_eq!(treasury.data()["exchange"]["reserved_usd_cents"], 6000);
+    assert_eq!(treasury.data()["exchange"]["unreserved_usd_cents"], 4000);
+
+    let exec = app.act(&format!("/api/v1/runs/{run_id}/execute")).await;
+    assert_eq!(exec.status, 200, "{}", exec.text);
+    assert_eq!(exec.data()["id"], run_id.as_str());
+    assert_eq!(exec.data()["status"], "PAYING_OUT");
+    let job = &exec.data()["job"];
+    assert_eq!(job["status"], "PROCESSING");
+    let job_id = job["job_id"].as_str().expect("job id").to_owned();
+    assert_eq!(job["status_url"], format!("/api/v1/jobs/{job_id}"));
+    assert!(
+        job["estimated_duration_seconds"]
+            .as_i64()
+            .is_some_and(|s| s >= 1)
+    );
+
+    let done = app
+        .wait_for_run(&run_id, 20, |r| r["status"] == "COMPLETED")
+        .await;
+    assert_eq!(
+        done["payout_summary"],
+        json!({"pending": 0, "processing": 0, "completed": 3, "failed": 0, "cancelled": 0})
+    );
+    assert_eq!(done["job"]["status"], "COMPLETED");
+    assert!(done["completed_at"].as_str().is_some());
+
+    let job = app.get(&format!("/api/v1/jobs/{job_id}")).await;
+    assert_eq!(job.data()["type"], "PAYROLL_EXECUTION");
+    assert_eq!(job.data()["status"], "COMPLETED");
+    assert_eq!(
+        job.data()["progress"],
+        json!({"total": 3, "pending": 0, "processing": 0, "completed": 3, "failed": 0, "cancelled": 0})
+    );
+    assert_eq!(job.data()["related_resource"]["id"], run_id.as_str());
+
+    // Every payout paid once, to its payee, with a transaction hash.
+    let payouts = app.get(&format!("{base}/payouts")).await;
+    let sent = withdrawals(&app).await;
+    assert_eq!(sent.len(), 3);
+    for p in payouts.data().as_array().expect("payouts") {
+        assert_eq!(p["status"], "COMPLETED");
+        assert!(
+            p["on_chain_tx_hash"]
+                .as_str()
+                .is_some_and(|h| h.starts_with("0x"))
+        );
+        assert!(
+            p["block_explorer_url"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("https://basescan.org/tx/"))
+        );
+        let client_id = format!("{}-1", p["id"].as_str().expect("id"));
+        assert_eq!(p["client_withdrawal_id"], client_id.as_str());
+        let w = sent
+            .iter()
+            .find(|w| w.client_id == client_id)
+            .expect("withdrawn");
+        assert_eq!(
+            w.amount_usd_cents,
+            p["amount_usd_cents"].as_i64().expect("amount")
+        );
+        assert_eq!(w.address, p["wallet_address"].as_str().expect("address"));
+        assert_eq!(p["cex_withdrawal_id"], w.id.as_str());
+    }
+    assert!(people.iter().all(|e| {
+        sent.iter()
+            .any(|w| w.address == e["wallet_address"].as_str().unwrap_or(""))
+    }));
+
+    // Money is conserved: the exchange paid exactly the run's total.
+    let treasury = app.get("/api/v1/treasury/balance").await;
+    assert_eq!(treasury.data()["exchange"]["available_usd_cents"], 4000);
+    assert_eq!(treasury.data()["exchange"]["reserved_usd_cents"], 0);
+    assert_eq!(
+        treasury.data()["treasury_wallet"]["balance_usd_cents"],
+        10_000_000 - 10_000
+    );
+
+    // Events of the whole lifecycle, one per transition.
+    let db = app.db().await;
+    let kinds: Vec<String> = payroll_entities::event::Entity::find()
+        .order_by_asc(payroll_entities::event::Column::Id)
+        .all(&db.conn)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| e.event_type)
+        .collect();
+    for kind in [
+        "payroll.run.created",
+        "payroll.run.confirmed",
+        "payroll.run.deposited",
+        "payroll.run.executing",
+        "payroll.run.completed",
+    ] {
+        assert_eq!(
+            kinds.iter().filter(|k| *k == kind).count(),
+            1,
+            "{kind} in {kinds:?}"
+        );
+    }
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "payout.processing").count(),
+        3
+    );
+    assert_eq!(kinds.iter().filter(|k| *k == "payout.completed").count(), 3);
+
+    // One notification per payout in the file outbox.
+    let outbox = app.settings.data.dir.join("outbox");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let files = loop {
+        let files: Vec<_> = std::fs::read_dir(&outbox)
+            .map(|d| d.flatten().collect())
+            .unwrap_or_default();
+        if files.len() >= 3 || std::time::Instant::now() > deadline {
+            break files;
+        }
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(files.len(), 3);
+    let text = std::fs::read_to_string(files[0].path()).expect("eml");
+    assert!(text.contains("is on its way"), "{text}");
+    assert!(text.contains("Message-ID: <pay_"), "{text}");
+    assert!(!text.contains("[Test]"));
+
+    // The audit log has the operations with the key that made them.
+    let audit = app
+        .get(&format!("/api/v1/audit-log?resource_id={run_id}&limit=50"))
+        .await;
+    let actions: Vec<&str> = audit
+        .data()
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    for action in [
+        "PAYROLL_RUN_CREATED",
+        "PAYROLL_RUN_CONFIRMED",
+        "PAYROLL_RUN_DEPOSITED",
+        "PAYROLL_RUN_EXECUTED",
+        "PAYROLL_RUN_COMPLETED",
+        "PAYOUTS_COMPLETED",
+    ] {
+        assert!(actions.contains(&action), "{action} not in {actions:?}");
+    }
+}
+
+#[actix_web::test]
+async fn execute_never_withdraws_outside_deposited() {
+    let app = spawn_app().await;
+    staff(&app, 2).await;
+    let run_id = create_run(&app, march()).await;
+    let base = format!("/api/v1/payroll-runs/{run_id}");
+
+    let res = app.act(&format!("{base}/execute")).await;
+    assert_eq!(res.status, 409);
+    assert_eq!(res.code(), "INVALID_STATUS_TRANSITION");
+    assert_eq!(res.json["error"]["details"]["current_status"], "DRAFT");
+    assert_eq!(
+        res.json["error"]["details"]["allowed_operations"],
+        json!(["confirm", "cancel"])
+    );
+
+    app.act(&format!("{base}/confirm")).await;
+    let res = app.act(&format!("{base}/execute")).await;
+    assert_eq!(res.status, 409);
+    assert_eq!(res.code(), "CEX_INSUFFICIENT_BALANCE");
+    assert_eq!(
+        res.json["error"]["details"],
+        json!({"required_usdc_cents": 3000, "available_usdc_cents": 0, "deficit_usdc_cents": 3000})
+    );
+    assert!(
+        res.json["error"]["recovery_hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("/api/v1/treasury/balance"))
+    );
+
+    app.fund(3000).await;
+    let res = app.act(&format!("{base}/execute")).await;
+    assert_eq!(res.code(), "INVALID_STATUS_TRANSITION");
+    assert!(
+        res.json["error"]["recovery_hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("balance-check")),
+        "{}",
+        res.text
+    );
+
+    assert_eq!(
+        app.act(&format!("{base}/balance-check")).await.data()["run_status"],
+        "DEPOSITED"
+    );
+    // Money leaves the exchange from outside: the reservation is no longer covered.
+    let db = app.db().await;
+    payroll_actors::exchange::sandbox::adjust(&db, SandboxAccount::Exchange, -2000)
+        .await
+        .expect("adjust");
+    let res = app.act(&format!("{base}/execute")).await;
+    assert_eq!(res.status, 409, "{}", res.text);
+    assert_eq!(res.code(), "CEX_INSUFFICIENT_BALANCE");
+    assert_eq!(res.json["error"]["details"]["deficit_usdc_cents"], 2000);
+    assert_eq!(app.get(&base).await.data()["status"], "DEPOSITED");
+    assert!(
+        withdrawals(&app).await.is_empty(),
+        "no withdrawal may start"
+    );
+
+    // Wrong scope: an agent key cannot confirm or execute.
+    let (agent, _) = app.key_with(&["payroll:read", "payroll:write"]).await;
+    let res = app
+        .send(
+            "POST",
+            &format!("{base}/execute"),
+            Some(&agent),
+            Some(&new_key()),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(res.status, 403);
+    assert_eq!(
+        res.json["error"]["details"]["required_scopes"],
+        json!(["payroll:execute"])
+    );
+}
+
+#[actix_web::test]
+async fn failed_addresses_fail_and_a_retry_pays_the_fixed_wallet() {
+    let bad = evm_address("payee2@example.com");
+    let app = spawn_app_with(|s| s.exchange.sandbox.fail_addresses = vec![bad.clone()]).await;
+    let people = staff(&app, 3).await;
+    app.fund(100_000).await;
+    let run_id = confirmed_run(&app, march()).await;
+    app.act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
+        .await;
+    let first_job = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await
+        .data()["job"]["job_id"]
+        .clone();
+    let failed = app
+        .wait_for_run(&run_id, 20, |r| r["status"] == "FAILED")
+        .await;
+    assert_eq!(failed["payout_summary"]["failed"], 1);
+    assert_eq!(failed["payout_summary"]["completed"], 2);
+    assert_eq!(
+        failed["job"]["status"], "COMPLETED",
+        "a job completes when its payouts are terminal, paid or not"
+    );
+    let failed_payouts = app
+        .get(&format!(
+            "/api/v1/payroll-runs/{run_id}/payouts?status=FAILED"
+        ))
+        .await;
+    let payout = failed_payouts.data()[0].clone();
+    assert_eq!(payout["wallet_address"], bad.as_str());
+    assert!(
+        payout["failed_reason"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty())
+    );
+    // Its money came back to the exchange.
+    let balance = app.get("/api/v1/treasury/balance").await;
+    assert_eq!(
+        balance.data()["exchange"]["available_usd_cents"],
+        100_000 - 1000 - 3000
+    );
+
+    // The payee fixes the wallet; retrying pays the new one.
+    let fixed = evm_address("payee2-new@example.com");
+    let res = app
+        .write_as(
+            &app.key,
+            "PATCH",
+            &format!("/api/v1/employees/{}", id(&people[1])),
+            json!({"wallet_address": fixed}),
+        )
+        .await;
+    assert_eq!(res.status, 200);
+    let retry = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/retry-failed"))
+        .await;
+    assert_eq!(retry.status, 200, "{}", retry.text);
+    assert_eq!(retry.data()["status"], "PAYING_OUT");
+    assert_ne!(retry.data()["job"]["job_id"], first_job);
+    let done = app
+        .wait_for_run(&run_id, 20, |r| r["status"] == "COMPLETED")
+        .await;
+    assert_eq!(done["payout_summary"]["completed"], 3);
+    let paid = app.get(&format!("/api/v1/payouts/{}", id(&payout))).await;
+    assert_eq!(paid.data()["status"], "COMPLETED");
+    assert_eq!(paid.data()["attempt"], 2);
+    assert_eq!(paid.data()["wallet_address"], fixed.as_str());
+    assert_eq!(
+        paid.data()["client_withdrawal_id"],
+        format!("{}-2", id(&payout)).as_str()
+    );
+    let sent = withdrawals(&app).await;
+    assert_eq!(sent.len(), 4, "three first attempts and one retry");
+    let audit = app
+        .get(&format!(
+            "/api/v1/audit-log?resource_id={run_id}&action=PAYROLL_RUN_RETRIED"
+        ))
+        .await;
+    assert_eq!(
+        audit.data()[0]["details"]["address_changes"][0]["wallet_address"],
+        json!({"before": bad, "after": fixed})
+    );
+
+    // A finished run's payouts cannot be retried or cancelled.
+    let res = app
+        .act(&format!("/api/v1/payouts/{}/retry", id(&payout)))
+        .await;
+    assert_eq!(res.status, 409);
+    assert_eq!(res.json["error"]["details"]["current_status"], "COMPLETED");
+    let res = app
+        .act(&format!("/api/v1/payouts/{}/cancel", id(&payout)))
+        .await;
+    assert_eq!(res.status, 409);
+}
+
+#[actix_web::test]
+async fn competing_runs_reserve_only_covered_funds() {
+    let app = spawn_app().await;
+    staff(&app, 2).await;
+    let a = confirmed_run(&app, march()).await;
+    let b = confirmed_run(
+        &app,
+        json!({"period_start": "2026-04-01", "period_end": "2026-04-30"}),
+    )
+    .await;
+    // Each needs 3000; the exchange holds 4500.
+    app.fund(4500).await;
+    let first = app
+        .act(&format!("/api/v1/payroll-runs/{a}/balance-check"))
+        .await;
+    assert_eq!(first.data()["run_status"], "DEPOSITED");
+    let second = app
+        .act(&format!("/api/v1/payroll-runs/{b}/balance-check"))
+        .await;
+    assert_eq!(second.data()["sufficient"], false);
+    assert_eq!(second.data()["available_usdc_cents"], 1500);
+    assert_eq!(second.data()["deficit_usdc_cents"], 1500);
+    assert_eq!(second.data()["run_status"], "CONFIRMED");
+    // Cancelling the first releases its reservation.
+    let res = app.act(&format!("/api/v1/payroll-runs/{a}/cancel")).await;
+    assert_eq!(res.data()["status"], "CANCELLED");
+    let second = app
+        .act(&format!("/api/v1/payroll-runs/{b}/balance-check"))
+        .await;
+    assert_eq!(second.data()["run_status"], "DEPOSITED");
+}
+
+#[actix_web::test]
+async fn withdrawals_never_exceed_the_rate_limit() {
+    let (rate, burst) = (8.0, 3.0);
+    let app = spawn_app_with(|s| {
+        s.exchange.withdrawals_per_second = 8;
+        s.exchange.burst = 3;
+        s.exchange.sandbox.completion_delay_ms = 0;
+    })
+    .await;
+    let rows: Vec<Value> = (0..19)
+        .map(|i| {
+            let email = format!("r{i}@example.com");
+            json!({"name": format!("R {i}"), "wallet_address": evm_address(&email), "email": email, "salary_usd_cents": 100, "network": "POLYGON"})
+        })
+        .collect();
+    assert_eq!(
+        app.post("/api/v1/employees/import", json!(rows))
+            .await
+            .status,
+        200
+    );
+    app.fund(100_000).await;
+    let run_id = confirmed_run(&app, march()).await;
+    app.act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
+        .await;
+    app.act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
+    app.wait_for_run(&run_id, 30, |r| r["status"] == "COMPLETED")
+        .await;
+    let times: Vec<i64> = withdrawals(&app)
+        .await
+        .iter()
+        .map(|w| w.created_at.timestamp_millis())
+        .collect();
+    assert_eq!(times.len(), 19);
+    // In any window [t_i, t_j]: at most burst + rate·(t_j − t_i) withdrawals. The sandbox stamps
+    // a withdrawal when its transaction runs, up to `stamp_delay` after the token was taken.
+    let stamp_delay = 0.1;
+    for i in 0..times.len() {
+        for j in i..times.len() {
+            let seconds = (times[j] - times[i]) as f64 / 1000.0;
+            let count = (j - i + 1) as f64;
+            assert!(
+                count <= burst + rate * (seconds + stamp_delay),
+                "{count} withdrawals in {seconds}s"
+            );
+        }
+    }
+    // And the limit did hold them back: 19 at 8/s after a burst of 3 take at least 2 s.
+    assert!(times[18] - times[0] >= 1900, "{:?}", times);
+}
+
+#[actix_web::test]
+async fn test_runs_pay_small_amounts_and_are_deducted_from_the_next_run() {
+    let app = spawn_app_with(|s| s.test_run.amount_usd_cents = 100).await;
+    let people = staff(&app, 2).await;
+    app.fund(1_000_000).await;
+    let test_run = confirmed_run(
+        &app,
+        json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "is_test_run": true}),
+    )
+    .await;
+    app.act(&format!("/api/v1/payroll-runs/{test_run}/balance-check"))
+        .await;
+    app.act(&format!("/api/v1/payroll-runs/{test_run}/execute"))
+        .await;
+    let done = app
+        .wait_for_run(&test_run, 20, |r| r["status"] == "COMPLETED")
+        .await;
+    assert_eq!(done["total_amount_usd_cents"], 200);
+    assert_eq!(done["is_test_run"], true);
+
+    // Test emails say so.
+    let outbox = app.settings.data.dir.join("outbox");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let texts: Vec<String> = std::fs::read_dir(&outbox)
+            .map(|d| {
+                d.flatten()
+                    .filter_map(|f| std::fs::read_to_string(f.path()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if texts.len() == 2 {
+            assert!(texts.iter().all(|t| t.contains("[Test]")));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "test emails not written"
+        );
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // The next regular run takes each completed test payout off.
+    let regular = confirmed_run(&app, march()).await;
+    let payouts = app
+        .get(&format!("/api/v1/payroll-runs/{regular}/payouts"))
+        .await;
+    for p in payouts.data().as_array().expect("payouts") {
+        let salary = people
+            .iter()
+            .find(|e| e["id"] == p["employee_id"])
+            .expect("payee")["salary_usd_cents"]
+            .as_i64()
+            .expect("salary");
+        assert_eq!(p["test_run_deduction_usd_cents"], 100);
+        assert_eq!(p["amount_usd_cents"].as_i64(), Some(salary - 100));
+    }
+    assert_eq!(
+        app.get(&format!("/api/v1/payroll-runs/{regular}"))
+            .await
+            .data()["total_amount_usd_cents"],
+        3000 - 200
+    );
+    // Cancelling that run gives the deductions back, so a later run takes them again.
+    app.act(&format!("/api/v1/payroll-runs/{regular}/cancel"))
+        .await;
+    let again = confirmed_run(&app, march()).await;
+    let payouts = app
+        .get(&format!("/api/v1/payroll-runs/{again}/payouts"))
+        .await;
+    assert!(
+        payouts
+            .data()
+            .as_array()
+            .expect("payouts")
+            .iter()
+            .all(|p| p["test_run_deduction_usd_cents"] == 100)
+    );
+}
+
+#[actix_web::test]
+async fn payouts_can_be_cancelled_before_they_are_handed_over() {
+    let app = spawn_app().await;
+    staff(&app, 3).await;
+    let run_id = create_run(&app, march()).await;
+    let payouts = app
+        .get(&format!("/api/v1/payroll-runs/{run_id}/payouts"))
+        .await;
+    let target = payouts.data()[0].clone();
+    let res = app
+        .act(&format!("/api/v1/payouts/{}/cancel", id(&target)))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["status"], "CANCELLED");
+    let run = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
+    assert_eq!(run.data()["employee_count"], 2);
+    assert_eq!(run.data()["payout_summary"]["cancelled"], 1);
+    assert_eq!(
+        run.data()["total_amount_usd_cents"],
+        6000 - target["amount_usd_cents"].as_i64().expect("amount")
+    );
+    let res = app
+        .act(&format!("/api/v1/payouts/{}/cancel", id(&target)))
+        .await;
+    assert_eq!(res.status, 409);
+    assert_eq!(res.code(), "INVALID_STATUS_TRANSITION");
+    let res = app
+        .act(&format!("/api/v1/payouts/{}/retry", id(&target)))
+        .await;
+    assert_eq!(res.status, 409);
+    let res = app
+        .act("/api/v1/payouts/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel")
+        .await;
+    assert_eq!(res.status, 404);
+    let res = app.get("/api/v1/jobs/job_01ARZ3NDEKTSV4RRFFQ69G5FAV").await;
+    assert_eq!(res.code(), "RESOURCE_NOT_FOUND");
+
+    // Sync answers in every status; wrong-state operations name what the run allows.
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/sync"))
+        .await;
+    assert_eq!(res.status, 200);
+    assert_eq!(res.data()["status"], "DRAFT");
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/retry-failed"))
+        .await;
+    assert_eq!(res.status, 409);
+    assert_eq!(res.json["error"]["details"]["current_status"], "DRAFT");
+}
+
+#[actix_web::test]
+async fn a_confirmed_run_watches_for_its_funds() {
+    let app = spawn_app_with(|s| s.runs.funds_watch_interval_ms = 100).await;
+    staff(&app, 1).await;
+    let run_id = confirmed_run(&app, march()).await;
+    app.fund(1000).await;
+    let deposited = app
+        .wait_for_run(&run_id, 10, |r| r["status"] == "DEPOSITED")
+        .await;
+    assert!(deposited["deposited_at"].as_str().is_some());
+}
+
+#[actix_web::test]
+async fn a_run_pays_the_snapshot_confirmed_even_if_employees_change() {
+    let app = spawn_app().await;
+    let people = staff(&app, 1).await;
+    app.fund(10_000).await;
+    let run_id = confirmed_run(&app, march()).await;
+    let before = people[0]["wallet_address"]
+        .as_str()
+        .expect("wallet")
+        .to_owned();
+    app.write_as(
+        &app.key,
+        "PATCH",
+        &format!("/api/v1/employees/{}", id(&people[0])),
+        json!({"wallet_address": evm_address("elsewhere"), "salary_usd_cents": 999_999}),
+    )
+    .await;
+    app.act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
+        .await;
+    app.act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
+    app.wait_for_run(&run_id, 20, |r| r["status"] == "COMPLETED")
+        .await;
+    let sent = withdrawals(&app).await;
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].address, before);
+    assert_eq!(sent[0].amount_usd_cents, 1000);
+}
