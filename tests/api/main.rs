@@ -3,6 +3,7 @@
 mod audit;
 mod auth;
 mod crash;
+mod email;
 mod employees;
 mod execution;
 mod helpers;

@@ -147,29 +147,39 @@ pub fn tx_hash(network: Network, client_id: &str) -> String {
 }
 
 /// Settles the due withdrawals (all of them, or those of `client_ids`): COMPLETED, or FAILED
-/// with the amount and fee returned to the exchange balance.
+/// with the amount and fee returned to the exchange balance. One statement for all of them.
 async fn settle_due(tx: &WriteTx, client_ids: Option<&[String]>) -> Result<(), DbErr> {
+    use sea_orm::sea_query::Expr;
     let now = time::now();
-    let mut due = sandbox_withdrawal::Entity::find()
-        .filter(sandbox_withdrawal::Column::Status.eq(SandboxWithdrawalStatus::Pending))
-        .filter(sandbox_withdrawal::Column::SettlesAt.lte(now));
-    if let Some(ids) = client_ids {
-        due = due.filter(sandbox_withdrawal::Column::ClientId.is_in(ids.iter().cloned()));
-    }
-    let due = due.all(&**tx).await?;
-    let mut refund = 0i64;
-    for w in due {
-        let mut active = w.clone().into_active_model();
-        if let Some(reason) = &w.failed_reason {
-            active.status = Set(SandboxWithdrawalStatus::Failed);
-            active.failed_reason = Set(Some(reason.clone()));
-            refund += w.amount_usd_cents + w.fee_usd_cents;
-        } else {
-            active.status = Set(SandboxWithdrawalStatus::Completed);
-            active.tx_hash = Set(Some(tx_hash(w.network, &w.client_id)));
+    let due = || {
+        let mut cond = sea_orm::Condition::all()
+            .add(sandbox_withdrawal::Column::Status.eq(SandboxWithdrawalStatus::Pending))
+            .add(sandbox_withdrawal::Column::SettlesAt.lte(now));
+        if let Some(ids) = client_ids {
+            cond = cond.add(sandbox_withdrawal::Column::ClientId.is_in(ids.iter().cloned()));
         }
-        active.update(&**tx).await?;
-    }
+        cond
+    };
+    let refund: i64 = sandbox_withdrawal::Entity::find()
+        .select_only()
+        .column_as(
+            Expr::cust("CAST(COALESCE(SUM(amount_usd_cents + fee_usd_cents), 0) AS BIGINT)"),
+            "refund",
+        )
+        .filter(due())
+        .filter(sandbox_withdrawal::Column::FailedReason.is_not_null())
+        .into_tuple::<i64>()
+        .one(&**tx)
+        .await?
+        .unwrap_or(0);
+    sandbox_withdrawal::Entity::update_many()
+        .col_expr(
+            sandbox_withdrawal::Column::Status,
+            Expr::cust("CASE WHEN failed_reason IS NULL THEN 'COMPLETED' ELSE 'FAILED' END"),
+        )
+        .filter(due())
+        .exec(&**tx)
+        .await?;
     if refund != 0 {
         add_to(&**tx, SandboxAccount::Exchange, refund).await?;
     }
@@ -445,7 +455,8 @@ impl SandboxProvider {
                 network: req.network,
                 address: req.address.clone(),
                 status: SandboxWithdrawalStatus::Pending,
-                tx_hash: None,
+                // Known from the start; shown once the withdrawal has completed.
+                tx_hash: Some(tx_hash(req.network, &req.client_id)),
                 failed_reason: self
                     .fails(&req.address)
                     .then(|| "the destination address rejected the transfer".to_owned()),

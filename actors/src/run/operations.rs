@@ -287,6 +287,22 @@ async fn finish_request(
     })
 }
 
+/// Commits `ack` and answers with the run as it now stands.
+async fn answer_run(
+    tx: WriteTx,
+    ack: Acknowledgement,
+    run: payroll_run::Model,
+    job: Option<job::Model>,
+    action: AuditAction,
+    mail: bool,
+) -> Result<Done, RunError> {
+    let snapshot = Snapshot {
+        run: run.clone(),
+        job: job.clone(),
+    };
+    finish_request(tx, ack, Outcome::Run { run, job }, action, snapshot, mail).await
+}
+
 /// Runs a client's command against the snapshot.
 pub async fn handle(
     deps: &RunDeps,
@@ -440,19 +456,7 @@ async fn confirm(
         "test_run_deductions_usd_cents": deducted.iter().map(|(_, d)| d).sum::<i64>(),
     });
     let action = run_action("PAYROLL_RUN_CONFIRMED", &after, details);
-    let snapshot = Snapshot {
-        run: after.clone(),
-        job: job.clone(),
-    };
-    finish_request(
-        tx,
-        ack,
-        Outcome::Run { run: after, job },
-        action,
-        snapshot,
-        false,
-    )
-    .await
+    answer_run(tx, ack, after, job, action, false).await
 }
 
 async fn exchange_available(deps: &RunDeps) -> Result<i64, RunError> {
@@ -661,22 +665,7 @@ async fn execute(
     details["payouts"] = json!(pending.len());
     details["previous_job_id"] = json!(previous.map(|j| j.id));
     let action = run_action("PAYROLL_RUN_EXECUTED", &after, details);
-    let snapshot = Snapshot {
-        run: after.clone(),
-        job: Some(job.clone()),
-    };
-    finish_request(
-        tx,
-        ack,
-        Outcome::Run {
-            run: after,
-            job: Some(job),
-        },
-        action,
-        snapshot,
-        true,
-    )
-    .await
+    answer_run(tx, ack, after, Some(job), action, true).await
 }
 
 /// Answers the run as it stands; a PAYING_OUT run is reconciled with the exchange first (by
@@ -771,19 +760,7 @@ async fn cancel(
     details["reason"] = json!(after.cancel_reason);
     details["test_run_deductions_returned_usd_cents"] = json!(returned);
     let action = run_action("PAYROLL_RUN_CANCELLED", &after, details);
-    let snapshot = Snapshot {
-        run: after.clone(),
-        job: job.clone(),
-    };
-    finish_request(
-        tx,
-        ack,
-        Outcome::Run { run: after, job },
-        action,
-        snapshot,
-        false,
-    )
-    .await
+    answer_run(tx, ack, after, job, action, false).await
 }
 
 async fn archive(
@@ -805,19 +782,7 @@ async fn archive(
         &after,
         json!({"is_archived": {"before": run.is_archived, "after": true}}),
     );
-    let snapshot = Snapshot {
-        run: after.clone(),
-        job: job.clone(),
-    };
-    finish_request(
-        tx,
-        ack,
-        Outcome::Run { run: after, job },
-        action,
-        snapshot,
-        false,
-    )
-    .await
+    answer_run(tx, ack, after, job, action, false).await
 }
 
 /// FAILED → PAYING_OUT for every failed payout (or one): each takes its employee's current
