@@ -685,17 +685,15 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .iter()
         .filter(|(v, _)| existing.contains(&v.email.to_lowercase()))
         .count() as u64;
-    let mut groups: HashMap<u8, Vec<employee::ActiveModel>> = HashMap::new();
+    // Grouped by which optional fields the rows name; converted to SQL a chunk at a time.
+    let mut groups: HashMap<u8, Vec<employee::Model>> = HashMap::new();
     let mut first_ids = Vec::new();
     for (valid, present) in valid_rows {
         let model = new_model(valid, now);
         if first_ids.len() < 20 {
             first_ids.push(model.email.clone());
         }
-        groups
-            .entry(present)
-            .or_default()
-            .push(model.into_active_model());
+        groups.entry(present).or_default().push(model);
     }
     for (present, models) in groups {
         let mut update_columns = vec![
@@ -717,7 +715,11 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             .to_owned();
         let mut models = models.into_iter().peekable();
         while models.peek().is_some() {
-            let chunk: Vec<employee::ActiveModel> = models.by_ref().take(1000).collect();
+            let chunk: Vec<employee::ActiveModel> = models
+                .by_ref()
+                .take(1000)
+                .map(IntoActiveModel::into_active_model)
+                .collect();
             employee::Entity::insert_many(chunk)
                 .on_conflict(on_conflict.clone())
                 .exec_without_returning(&*tx)

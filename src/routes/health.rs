@@ -18,10 +18,15 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
             ApiError::unavailable("The database is unreachable.").detail("reason", "database")
         );
     }
-    if !state.audit.connected() {
-        return Err(
-            ApiError::unavailable("The audit writer is not running.").detail("reason", "actors")
-        );
+    let actors = [
+        ("audit writer", state.audit.connected()),
+        ("run manager", state.runs.connected()),
+        ("exchange actor", state.exchange.connected()),
+    ];
+    if let Some((name, _)) = actors.iter().find(|(_, up)| !up) {
+        return Err(ApiError::unavailable(format!("The {name} is not running."))
+            .detail("reason", "actors")
+            .detail("actor", *name));
     }
     Ok(HttpResponse::Ok().json(json!({"status": "ready", "database": "ok", "actors": "ok"})))
 }

@@ -23,6 +23,14 @@ struct Server {
     base: String,
 }
 
+/// A server left running by a failed assertion is killed with it.
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
 struct Setup {
     dir: tempfile::TempDir,
     database_url: String,
@@ -285,9 +293,7 @@ async fn pay_through_a_crash(kill_after: u64) {
     }
     let paid: i64 = withdrawals.iter().map(|w| w.amount_usd_cents).sum();
     assert_eq!(paid, total, "money conserved");
-    let mut second = second;
-    second.child.kill().ok();
-    second.child.wait().ok();
+    drop(second);
 }
 
 #[actix_web::test]
