@@ -138,6 +138,7 @@ impl Application {
             .start();
         let runs = RunManager::new(Arc::new(RunDeps {
             db: db.clone(),
+            funds_lock: tokio::sync::Mutex::new(()),
             exchange: exchange.clone(),
             mailer: Some(mailer.recipient()),
             runs: settings.runs.clone(),

@@ -675,3 +675,137 @@ async fn a_run_pays_the_snapshot_confirmed_even_if_employees_change() {
     assert_eq!(sent[0].address, before);
     assert_eq!(sent[0].amount_usd_cents, 1000);
 }
+
+#[actix_web::test]
+async fn the_sandbox_answers_a_client_id_the_same_way_every_time() {
+    use payroll_actors::exchange::{
+        ExchangeProvider, WithdrawalOutcome, WithdrawalRequest, sandbox::SandboxProvider,
+    };
+    let app = spawn_app().await;
+    let db = app.db().await;
+    let provider = SandboxProvider::open(db.clone(), app.settings.exchange.sandbox.clone())
+        .await
+        .expect("sandbox");
+    let request = |id: &str| WithdrawalRequest {
+        client_id: id.to_owned(),
+        amount: payroll_entities::Cents(500),
+        fee: payroll_entities::Cents(0),
+        network: payroll_entities::Network::Base,
+        address: evm_address(id),
+    };
+    // Refused for lack of funds: refused again after funds arrive, never accepted later.
+    let first = provider.withdraw(&[request("pay_a-1")]).await;
+    assert!(
+        matches!(first[0], WithdrawalOutcome::Rejected { .. }),
+        "{first:?}"
+    );
+    app.fund(10_000).await;
+    let again = provider.withdraw(&[request("pay_a-1")]).await;
+    assert!(
+        matches!(again[0], WithdrawalOutcome::Rejected { .. }),
+        "{again:?}"
+    );
+    // The same client id twice in one batch is one withdrawal.
+    let twice = provider
+        .withdraw(&[request("pay_b-1"), request("pay_b-1")])
+        .await;
+    assert_eq!(twice[0], twice[1]);
+    assert!(matches!(twice[0], WithdrawalOutcome::Accepted { .. }));
+    let accepted: Vec<_> = withdrawals(&app)
+        .await
+        .into_iter()
+        .filter(|w| w.client_id == "pay_b-1")
+        .collect();
+    assert_eq!(accepted.len(), 1);
+    let balance = app.get("/api/v1/treasury/balance").await;
+    assert_eq!(
+        balance.data()["exchange"]["available_usd_cents"],
+        10_000 - 500
+    );
+}
+
+#[actix_web::test]
+async fn a_deduction_is_given_back_once() {
+    let app = spawn_app_with(|s| s.test_run.amount_usd_cents = 100).await;
+    let people = staff(&app, 2).await;
+    app.fund(1_000_000).await;
+    let test_run = confirmed_run(
+        &app,
+        json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "is_test_run": true}),
+    )
+    .await;
+    app.act(&format!("/api/v1/payroll-runs/{test_run}/balance-check"))
+        .await;
+    app.act(&format!("/api/v1/payroll-runs/{test_run}/execute"))
+        .await;
+    app.wait_for_run(&test_run, 20, |r| r["status"] == "COMPLETED")
+        .await;
+
+    let regular = confirmed_run(&app, march()).await;
+    let payouts = app
+        .get(&format!("/api/v1/payroll-runs/{regular}/payouts"))
+        .await;
+    let first = payouts
+        .data()
+        .as_array()
+        .expect("payouts")
+        .iter()
+        .find(|p| p["employee_id"] == people[0]["id"])
+        .expect("payout")
+        .clone();
+    assert_eq!(first["test_run_deduction_usd_cents"], 100);
+    // Cancel that payout (its deduction comes back), then the whole run.
+    let res = app
+        .act(&format!("/api/v1/payouts/{}/cancel", id(&first)))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["test_run_deduction_usd_cents"], 0);
+    app.act(&format!("/api/v1/payroll-runs/{regular}/cancel"))
+        .await;
+    // The next run takes each deduction once: 100, not 200.
+    let next = confirmed_run(&app, march()).await;
+    let payouts = app
+        .get(&format!("/api/v1/payroll-runs/{next}/payouts"))
+        .await;
+    for p in payouts.data().as_array().expect("payouts") {
+        assert_eq!(p["test_run_deduction_usd_cents"], 100, "{p}");
+    }
+}
+
+#[actix_web::test]
+async fn a_run_finishes_when_its_remaining_payouts_are_cancelled() {
+    let app = spawn_app_with(|s| {
+        s.exchange.in_flight_window = 1;
+        s.exchange.withdrawals_per_second = 1;
+        s.exchange.burst = 1;
+    })
+    .await;
+    staff(&app, 3).await;
+    app.fund(100_000).await;
+    let run_id = confirmed_run(&app, march()).await;
+    app.act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
+        .await;
+    app.act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
+    // One payout is handed over at a time; the others can still be cancelled.
+    let pending = app
+        .get(&format!(
+            "/api/v1/payroll-runs/{run_id}/payouts?status=PENDING"
+        ))
+        .await;
+    let mut cancelled = 0;
+    for p in pending.data().as_array().expect("payouts") {
+        if p["client_withdrawal_id"].is_null() {
+            let res = app.act(&format!("/api/v1/payouts/{}/cancel", id(p))).await;
+            if res.status == 200 {
+                cancelled += 1;
+            }
+        }
+    }
+    assert!(cancelled >= 1, "{}", pending.text);
+    let done = app
+        .wait_for_run(&run_id, 20, |r| r["status"] == "COMPLETED")
+        .await;
+    assert_eq!(done["payout_summary"]["cancelled"], cancelled);
+    assert_eq!(done["job"]["status"], "COMPLETED");
+}

@@ -110,6 +110,23 @@ impl SandboxProvider {
     }
 }
 
+/// Serialises the sandbox's transactions on PostgreSQL (SQLite's writers are serialised
+/// already), so a settlement and its refund are counted once.
+async fn lock_sandbox(tx: &WriteTx) -> Result<(), DbErr> {
+    if tx.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        tx.execute_raw(sea_orm::Statement::from_string(
+            sea_orm::DatabaseBackend::Postgres,
+            "SELECT pg_advisory_xact_lock(7301003)",
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
+/// The reason of a withdrawal the sandbox refused is stored with this prefix: the same client
+/// id is refused again, never accepted later.
+const REJECTED: &str = "rejected: ";
+
 async fn balance_of<C: ConnectionTrait>(conn: &C, account: SandboxAccount) -> Result<Cents, DbErr> {
     Ok(Cents(
         sandbox_balance::Entity::find_by_id(account)
@@ -234,6 +251,7 @@ fn remote_status(w: &sandbox_withdrawal::Model) -> RemoteStatus {
 /// Changes a sandbox balance from outside, as a movement on the exchange's own website would.
 pub async fn adjust(db: &Db, account: SandboxAccount, delta: i64) -> Result<Cents, String> {
     let tx = db.begin_write().await.map_err(|e| e.to_string())?;
+    lock_sandbox(&tx).await.map_err(|e| e.to_string())?;
     let current = balance_of(&*tx, account).await.map_err(|e| e.to_string())?;
     let next = current
         .0
@@ -260,6 +278,7 @@ impl ExchangeProvider for SandboxProvider {
 
     async fn balances(&self) -> Result<Balances, ExchangeError> {
         let tx = self.db.begin_write().await?;
+        lock_sandbox(&tx).await?;
         settle_due(&tx, None).await?;
         settle_transfers(&tx).await?;
         let available = balance_of(&*tx, SandboxAccount::Exchange).await?;
@@ -302,6 +321,7 @@ impl ExchangeProvider for SandboxProvider {
         client_ids: &[String],
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
         let tx = self.db.begin_write().await?;
+        lock_sandbox(&tx).await?;
         let mut out = HashMap::with_capacity(client_ids.len());
         for chunk in client_ids.chunks(1000) {
             settle_due(&tx, Some(chunk)).await?;
@@ -328,6 +348,7 @@ impl ExchangeProvider for SandboxProvider {
         note: Option<String>,
     ) -> Result<treasury_transfer::Model, ExchangeError> {
         let tx = self.db.begin_write().await?;
+        lock_sandbox(&tx).await?;
         settle_transfers(&tx).await?;
         if let Some(existing) = treasury_transfer::Entity::find_by_id(transfer_id.to_owned())
             .one(&*tx)
@@ -379,6 +400,7 @@ impl ExchangeProvider for SandboxProvider {
         offset: u64,
     ) -> Result<(Vec<treasury_transfer::Model>, u64), ExchangeError> {
         let tx = self.db.begin_write().await?;
+        lock_sandbox(&tx).await?;
         settle_transfers(&tx).await?;
         tx.commit().await?;
         let total = treasury_transfer::Entity::find()
@@ -401,14 +423,30 @@ impl SandboxProvider {
         batch: &[WithdrawalRequest],
     ) -> Result<Vec<WithdrawalOutcome>, DbErr> {
         let tx = self.db.begin_write().await?;
+        lock_sandbox(&tx).await?;
         settle_due(&tx, None).await?;
         let ids: Vec<String> = batch.iter().map(|r| r.client_id.clone()).collect();
-        let known: HashMap<String, String> = sandbox_withdrawal::Entity::find()
+        // What the exchange already answered for these client ids.
+        let mut known: HashMap<String, WithdrawalOutcome> = sandbox_withdrawal::Entity::find()
             .filter(sandbox_withdrawal::Column::ClientId.is_in(ids))
             .all(&*tx)
             .await?
             .into_iter()
-            .map(|w| (w.client_id, w.id))
+            .map(|w| {
+                let outcome = match w
+                    .failed_reason
+                    .as_deref()
+                    .and_then(|r| r.strip_prefix(REJECTED))
+                {
+                    Some(reason) if w.status == SandboxWithdrawalStatus::Failed => {
+                        WithdrawalOutcome::Rejected {
+                            reason: reason.to_owned(),
+                        }
+                    }
+                    _ => WithdrawalOutcome::Accepted { cex_id: w.id },
+                };
+                (w.client_id, outcome)
+            })
             .collect();
         let mut available = balance_of(&*tx, SandboxAccount::Exchange).await?.0;
         let now: DateTime<Utc> = time::now();
@@ -418,11 +456,10 @@ impl SandboxProvider {
         let mut rows = Vec::new();
         let mut spent = 0i64;
         for req in batch {
-            // A client id the exchange already has is the same withdrawal, never a second one.
-            if let Some(cex_id) = known.get(&req.client_id) {
-                outcomes.push(WithdrawalOutcome::Accepted {
-                    cex_id: cex_id.clone(),
-                });
+            // A client id the exchange already has (from before, or earlier in this batch) is
+            // the same withdrawal and gets the same answer, never a second withdrawal.
+            if let Some(outcome) = known.get(&req.client_id) {
+                outcomes.push(outcome.clone());
                 continue;
             }
             if let Err(retry_after_ms) = self.admit() {
@@ -430,18 +467,32 @@ impl SandboxProvider {
                 continue;
             }
             let cost = req.amount.0.saturating_add(req.fee.0);
-            if req.amount.0 < 1 {
-                outcomes.push(WithdrawalOutcome::Rejected {
-                    reason: "amount below the minimum withdrawal".into(),
+            let refusal = if req.amount.0 < 1 {
+                Some("amount below the minimum withdrawal".to_owned())
+            } else if cost > available {
+                Some(format!(
+                    "insufficient exchange balance: {available} cents available, {cost} needed"
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = refusal {
+                rows.push(sandbox_withdrawal::Model {
+                    id: format!("sbx_{}", ulid::Ulid::new()),
+                    client_id: req.client_id.clone(),
+                    amount_usd_cents: req.amount.0,
+                    fee_usd_cents: req.fee.0,
+                    network: req.network,
+                    address: req.address.clone(),
+                    status: SandboxWithdrawalStatus::Failed,
+                    tx_hash: None,
+                    failed_reason: Some(format!("{REJECTED}{reason}")),
+                    created_at: now,
+                    settles_at: now,
                 });
-                continue;
-            }
-            if cost > available {
-                outcomes.push(WithdrawalOutcome::Rejected {
-                    reason: format!(
-                        "insufficient exchange balance: {available} cents available, {cost} needed"
-                    ),
-                });
+                let outcome = WithdrawalOutcome::Rejected { reason };
+                known.insert(req.client_id.clone(), outcome.clone());
+                outcomes.push(outcome);
                 continue;
             }
             available -= cost;
@@ -463,7 +514,9 @@ impl SandboxProvider {
                 created_at: now,
                 settles_at,
             });
-            outcomes.push(WithdrawalOutcome::Accepted { cex_id });
+            let outcome = WithdrawalOutcome::Accepted { cex_id };
+            known.insert(req.client_id.clone(), outcome.clone());
+            outcomes.push(outcome);
         }
         if !rows.is_empty() {
             for chunk in rows.chunks(500) {

@@ -172,9 +172,9 @@ impl Mailer {
     }
 }
 
-/// One round: sends up to a batch of due messages, then records every outcome in one
-/// transaction (so the outbox never holds the database's write lock once per message).
-/// Returns whether the batch was full.
+/// One round: sends up to a batch of due messages, recording each outcome right after its
+/// send, so a crash can repeat at most the one message in flight. Returns whether the batch
+/// was full.
 async fn send_due(
     db: &Db,
     transport: &Transport,
@@ -191,66 +191,49 @@ async fn send_due(
         .all(&db.conn)
         .await?;
     let full = due.len() as u64 == BATCH;
-    let mut sent = Vec::new();
-    let mut failed = Vec::new();
     for row in due {
-        let result = match build_message(db, &row, from).await? {
-            Some(message) => transport.send(message).await,
-            None => Err("the payout no longer exists".to_owned()),
+        let result = match build_message(db, &row, from).await {
+            Ok(Some(message)) => transport.send(message).await,
+            Ok(None) => Err("the payout no longer exists".to_owned()),
+            Err(err) => Err(format!("the message could not be built: {err}")),
         };
-        match result {
-            Ok(()) => sent.push(row.id),
-            Err(err) => {
-                tracing::warn!(email = %row.id, attempts = row.attempts + 1, error = %err, "email not sent");
-                failed.push((row, err));
-            }
-        }
-    }
-    if sent.is_empty() && failed.is_empty() {
-        return Ok(full);
-    }
-    let tx = db.begin_write().await?;
-    if !sent.is_empty() {
-        use sea_orm::sea_query::ExprTrait;
-        email_outbox::Entity::update_many()
-            .col_expr(
-                email_outbox::Column::Status,
-                Expr::value(EmailStatus::Sent.as_str()),
-            )
-            .col_expr(email_outbox::Column::SentAt, Expr::value(time::now()))
-            .col_expr(
-                email_outbox::Column::Attempts,
-                Expr::col(email_outbox::Column::Attempts).add(1),
-            )
-            .col_expr(
-                email_outbox::Column::LastError,
-                Expr::value(Option::<String>::None),
-            )
-            .filter(email_outbox::Column::Id.is_in(sent))
-            .exec(&*tx)
-            .await?;
-    }
-    for (row, err) in failed {
         let attempts = row.attempts + 1;
-        let status = if attempts >= max_attempts {
-            EmailStatus::Failed
-        } else {
-            EmailStatus::Pending
-        };
-        let backoff = chrono::Duration::milliseconds(1000i64 << (attempts - 1).clamp(0, 16));
-        email_outbox::Entity::update_many()
+        let update = email_outbox::Entity::update_many()
             .col_expr(email_outbox::Column::Attempts, Expr::value(attempts))
-            .col_expr(email_outbox::Column::Status, Expr::value(status.as_str()))
-            .col_expr(
-                email_outbox::Column::NextAttemptAt,
-                Expr::value(Utc::now() + backoff),
-            )
-            .col_expr(email_outbox::Column::LastError, Expr::value(Some(err)))
-            .filter(email_outbox::Column::Id.eq(row.id.as_str()))
-            .exec(&*tx)
-            .await?;
+            .filter(email_outbox::Column::Id.eq(row.id.as_str()));
+        let update = match result {
+            Ok(()) => update
+                .col_expr(
+                    email_outbox::Column::Status,
+                    Expr::value(EmailStatus::Sent.as_str()),
+                )
+                .col_expr(email_outbox::Column::SentAt, Expr::value(time::now()))
+                .col_expr(
+                    email_outbox::Column::LastError,
+                    Expr::value(Option::<String>::None),
+                ),
+            Err(err) => {
+                tracing::warn!(email = %row.id, attempts, error = %err, "email not sent");
+                let status = if attempts >= max_attempts {
+                    EmailStatus::Failed
+                } else {
+                    EmailStatus::Pending
+                };
+                let backoff =
+                    chrono::Duration::milliseconds(1000i64 << (attempts - 1).clamp(0, 16));
+                update
+                    .col_expr(email_outbox::Column::Status, Expr::value(status.as_str()))
+                    .col_expr(
+                        email_outbox::Column::NextAttemptAt,
+                        Expr::value(Utc::now() + backoff),
+                    )
+                    .col_expr(email_outbox::Column::LastError, Expr::value(Some(err)))
+            }
+        };
+        let tx = db.begin_write().await?;
+        update.exec(&*tx).await?;
+        tx.commit().await?;
     }
-    tx.commit().await?;
     Ok(full)
 }
 

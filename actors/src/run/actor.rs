@@ -22,22 +22,27 @@ use crate::exchange::actor::{Submit, WithdrawalResults};
 /// Client ids looked up per exchange call.
 const LOOKUP_BATCH: usize = 1000;
 
-/// Tells the manager that an actor is going away.
+/// Tells the manager that an actor is going away; the manager forgets that actor (and only
+/// that one) before it stops, so its supervisor does not bring it back.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Retire {
     pub run_id: String,
+    pub addr: Addr<RunActor>,
 }
 
 pub struct RunActor {
     run_id: String,
     deps: Arc<RunDeps>,
-    manager: Recipient<Retire>,
+    manager: Addr<super::manager::RunManager>,
     snapshot: Option<Snapshot>,
     /// Client ids handed to the exchange actor and not yet answered.
     in_flight: HashSet<String>,
-    /// Client ids to look up at the exchange, by when.
+    /// Client ids to look up at the exchange, by when; each id at most once.
     watch: VecDeque<(Instant, Vec<String>)>,
+    watching: HashSet<String>,
+    /// Client ids already sent a second time (the contract allows one more send per attempt).
+    resent: HashSet<String>,
     last_used: Instant,
     last_funds_watch: Instant,
     last_stuck_check: Instant,
@@ -45,7 +50,11 @@ pub struct RunActor {
 }
 
 impl RunActor {
-    pub fn new(run_id: String, deps: Arc<RunDeps>, manager: Recipient<Retire>) -> RunActor {
+    pub fn new(
+        run_id: String,
+        deps: Arc<RunDeps>,
+        manager: Addr<super::manager::RunManager>,
+    ) -> RunActor {
         let now = Instant::now();
         RunActor {
             run_id,
@@ -54,6 +63,8 @@ impl RunActor {
             snapshot: None,
             in_flight: HashSet::new(),
             watch: VecDeque::new(),
+            watching: HashSet::new(),
+            resent: HashSet::new(),
             last_used: now,
             last_funds_watch: now,
             last_stuck_check: now,
@@ -103,6 +114,10 @@ impl RunActor {
     }
 
     fn watch_at(&mut self, due: Instant, ids: Vec<String>) {
+        let ids: Vec<String> = ids
+            .into_iter()
+            .filter(|id| self.watching.insert(id.clone()))
+            .collect();
         if ids.is_empty() {
             return;
         }
@@ -111,9 +126,21 @@ impl RunActor {
         }
     }
 
-    /// After every committed step: keep the withdrawal window full.
+    /// After every committed step: finish the run if every payout is terminal, else keep the
+    /// withdrawal window full.
     fn after_change(&mut self, ctx: &mut Context<Self>) {
-        if self.status() == Some(RunStatus::PayingOut) {
+        let Some(snapshot) = &self.snapshot else {
+            return;
+        };
+        if snapshot.run.status != RunStatus::PayingOut {
+            return;
+        }
+        if snapshot.run.pending_count == 0 && snapshot.run.processing_count == 0 {
+            // Nothing left to send or follow (after a restart, or the last payout cancelled).
+            self.step(ctx, |_, snapshot| async move {
+                Ok((snapshot, operations::Recorded::default()))
+            });
+        } else {
             self.fill_window(ctx);
         }
     }
@@ -189,6 +216,7 @@ impl RunActor {
                         act.resend(ctx, recorded.resend);
                         if finished {
                             act.watch.clear();
+                            act.watching.clear();
                             tracing::info!(run_id = %act.run_id, status = ?act.status(), "run finished");
                         }
                         act.after_change(ctx);
@@ -205,9 +233,18 @@ impl RunActor {
         ctx: &mut Context<Self>,
         requests: Vec<crate::exchange::WithdrawalRequest>,
     ) {
+        // Never one still waiting at the exchange actor, and at most once per attempt; the
+        // others stay watched.
+        let (requests, held): (Vec<_>, Vec<_>) = requests.into_iter().partition(|r| {
+            !self.in_flight.contains(&r.client_id) && !self.resent.contains(&r.client_id)
+        });
+        let later = Instant::now() + self.poll_interval();
+        self.watch_at(later, held.into_iter().map(|r| r.client_id).collect());
         if requests.is_empty() {
             return;
         }
+        self.resent
+            .extend(requests.iter().map(|r| r.client_id.clone()));
         self.in_flight
             .extend(requests.iter().map(|r| r.client_id.clone()));
         self.deps.exchange.do_send(Submit {
@@ -226,6 +263,9 @@ impl RunActor {
                         break;
                     }
                     if let Some((_, ids)) = self.watch.pop_front() {
+                        for id in &ids {
+                            self.watching.remove(id);
+                        }
                         due.extend(ids);
                     }
                 }
@@ -234,7 +274,7 @@ impl RunActor {
                         operations::reconcile(&deps, snapshot, due).await
                     });
                 } else {
-                    self.fill_window(ctx);
+                    self.after_change(ctx);
                 }
                 if now.duration_since(self.last_stuck_check) >= Duration::from_secs(60) {
                     self.last_stuck_check = now;
@@ -312,10 +352,16 @@ impl RunActor {
     }
 
     fn retire(&mut self, ctx: &mut Context<Self>) {
-        self.manager.do_send(Retire {
+        let retire = Retire {
             run_id: self.run_id.clone(),
-        });
-        ctx.stop();
+            addr: ctx.address(),
+        };
+        ctx.wait(
+            self.manager
+                .send(retire)
+                .into_actor(self)
+                .map(|_, _, ctx| ctx.stop()),
+        );
     }
 }
 
@@ -329,10 +375,12 @@ impl Actor for RunActor {
 }
 
 impl Supervised for RunActor {
+    /// Reloads from the database. Withdrawals already handed to the exchange actor stay in
+    /// flight: their answers still come to this address.
     fn restarting(&mut self, _: &mut Context<Self>) {
         self.snapshot = None;
-        self.in_flight.clear();
         self.watch.clear();
+        self.watching.clear();
     }
 }
 

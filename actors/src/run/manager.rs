@@ -36,7 +36,7 @@ impl RunManager {
             return addr.clone();
         }
         let deps = self.deps.clone();
-        let manager = ctx.address().recipient();
+        let manager = ctx.address();
         let id = run_id.to_owned();
         let addr = Supervisor::start(move |_| RunActor::new(id, deps, manager));
         self.actors.insert(run_id.to_owned(), addr.clone());
@@ -95,7 +95,10 @@ impl Handler<Retire> for RunManager {
     type Result = ();
 
     fn handle(&mut self, msg: Retire, _: &mut Context<Self>) {
-        self.actors.remove(&msg.run_id);
+        // Only the actor that retires: a newer one for the same run stays.
+        if self.actors.get(&msg.run_id) == Some(&msg.addr) {
+            self.actors.remove(&msg.run_id);
+        }
     }
 }
 

@@ -39,6 +39,9 @@ use crate::{
 /// What every run actor needs.
 pub struct RunDeps {
     pub db: Db,
+    /// Serialises funding decisions of this process (PostgreSQL adds an advisory lock across
+    /// instances).
+    pub funds_lock: tokio::sync::Mutex<()>,
     pub exchange: Addr<ExchangeActor>,
     pub mailer: Option<Recipient<OutboxChanged>>,
     pub runs: RunsSettings,
@@ -338,21 +341,16 @@ async fn confirm(
     let Snapshot { run, job } = snapshot;
     let next = transitions::apply(run.status, RunOp::Confirm)
         .map_err(|_| refused(&run, &RunCommand::Confirm))?;
-    let tx = deps.db.begin_write().await?;
-    let mut payouts = payouts_of(&*tx, &run.id, PayoutStatus::Pending).await?;
-    let mut employees = employees_of(&*tx, payouts.iter().map(|p| p.employee_id.clone())).await?;
-    let networks: Vec<Network> = employees
-        .values()
-        .map(|e| e.network)
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
+    // Quoted before the transaction: no write waits on the exchange.
     let (fees, minimum) = deps
         .exchange
-        .send(QuoteFees(networks))
+        .send(QuoteFees(Network::ALL.to_vec()))
         .await
         .map_err(|e| RunError::Unavailable(e.to_string()))?
         .map_err(|e| RunError::Exchange(e.to_string()))?;
+    let tx = deps.db.begin_write().await?;
+    let mut payouts = payouts_of(&*tx, &run.id, PayoutStatus::Pending).await?;
+    let mut employees = employees_of(&*tx, payouts.iter().map(|p| p.employee_id.clone())).await?;
     let deduct =
         run.run_type == RunType::Regular && !run.is_test_run && deps.test_run.deduct_from_next_run;
     let now = time::now();
@@ -427,8 +425,18 @@ async fn confirm(
     after.status = next;
     after.confirmed_at = Some(now);
     after.employee_count = paid.len() as i64;
-    after.total_amount_usd_cents = paid.iter().map(|p| p.amount_usd_cents).sum();
-    after.total_fees_usd_cents = paid.iter().map(|p| p.fee_usd_cents).sum();
+    let too_large = || {
+        RunError::Invalid(vec![(
+            "payouts".into(),
+            "the amounts add up to more than can be represented".into(),
+        )])
+    };
+    after.total_amount_usd_cents = Cents::sum(paid.iter().map(|p| Cents(p.amount_usd_cents)))
+        .ok_or_else(too_large)?
+        .0;
+    after.total_fees_usd_cents = Cents::sum(paid.iter().map(|p| Cents(p.fee_usd_cents)))
+        .ok_or_else(too_large)?
+        .0;
     save_payouts(&*tx, &payouts).await?;
     for (employee_id, _) in &deducted {
         employee::Entity::update_many()
@@ -470,11 +478,41 @@ async fn exchange_available(deps: &RunDeps) -> Result<i64, RunError> {
         .0)
 }
 
-/// The funding figures of the run, inside `tx` (which must hold the funds lock).
-async fn figures(tx: &WriteTx, run_id: &str, exchange_available: i64) -> Result<Figures, RunError> {
-    let required = funds::required_of(&**tx, run_id).await?;
-    let reserved = funds::reserved_by_others(&**tx, run_id).await?;
-    Ok(Figures::new(exchange_available, reserved, required))
+/// A write transaction in which a funding decision is made, with its figures. Decisions are
+/// serialised (the process's funds lock, and PostgreSQL's advisory lock held from the first
+/// read to the commit). Reservations are read before the exchange balance: a withdrawal
+/// accepted in between lowers the balance after its reservation was counted, which can only
+/// understate what is free, never overstate it. `required` defaults to the run's pending
+/// payouts. Keep the returned guard until the transaction commits.
+async fn funds_transaction<'a>(
+    deps: &'a RunDeps,
+    run_id: &str,
+    required: Option<i64>,
+) -> Result<(WriteTx, Figures, tokio::sync::MutexGuard<'a, ()>), RunError> {
+    let guard = deps.funds_lock.lock().await;
+    let (tx, reserved) = if deps.db.backend() == sea_orm::DatabaseBackend::Postgres {
+        let tx = deps.db.begin_write().await?;
+        funds::lock_funds(&*tx).await?;
+        let reserved = funds::reserved_by_others(&*tx, run_id).await?;
+        (Some(tx), reserved)
+    } else {
+        // SQLite: the sandbox writes to this database too, so no write transaction may be
+        // held across the exchange call; the funds lock serialises the decisions.
+        (
+            None,
+            funds::reserved_by_others(&deps.db.conn, run_id).await?,
+        )
+    };
+    let available = exchange_available(deps).await?;
+    let tx = match tx {
+        Some(tx) => tx,
+        None => deps.db.begin_write().await?,
+    };
+    let required = match required {
+        Some(r) => r,
+        None => funds::required_of(&*tx, run_id).await?,
+    };
+    Ok((tx, Figures::new(available, reserved, required), guard))
 }
 
 /// Reports the funding figures; a CONFIRMED run that is covered becomes DEPOSITED.
@@ -484,10 +522,7 @@ async fn balance_check(
     ack: Acknowledgement,
 ) -> Result<Done, RunError> {
     let Snapshot { run, job } = snapshot;
-    let available = exchange_available(deps).await?;
-    let tx = deps.db.begin_write().await?;
-    funds::lock_funds(&*tx).await?;
-    let f = figures(&tx, &run.id, available).await?;
+    let (tx, f, _funds) = funds_transaction(deps, &run.id, None).await?;
     let mut after = run.clone();
     let mut action = "PAYROLL_RUN_BALANCE_CHECKED";
     if run.status == RunStatus::Confirmed && f.sufficient() {
@@ -533,10 +568,7 @@ pub async fn watch_funds(deps: &RunDeps, snapshot: Snapshot) -> Result<Snapshot,
     if run.status != RunStatus::Confirmed {
         return Ok(Snapshot { run, job });
     }
-    let available = exchange_available(deps).await?;
-    let tx = deps.db.begin_write().await?;
-    funds::lock_funds(&*tx).await?;
-    let f = figures(&tx, &run.id, available).await?;
+    let (tx, f, _funds) = funds_transaction(deps, &run.id, None).await?;
     if !f.sufficient() {
         return Ok(Snapshot { run, job });
     }
@@ -609,10 +641,7 @@ async fn execute(
     if !matches!(run.status, RunStatus::Confirmed | RunStatus::Deposited) {
         return Err(refused(&run, &RunCommand::Execute));
     }
-    let available = exchange_available(deps).await?;
-    let tx = deps.db.begin_write().await?;
-    funds::lock_funds(&*tx).await?;
-    let f = figures(&tx, &run.id, available).await?;
+    let (tx, f, _funds) = funds_transaction(deps, &run.id, None).await?;
     if !f.sufficient() {
         return Err(RunError::InsufficientFunds {
             required: f.required,
@@ -709,6 +738,13 @@ async fn return_deductions<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result
             .exec(conn)
             .await?;
     }
+    // Given back once: the payouts no longer hold them.
+    payout::Entity::update_many()
+        .col_expr(payout::Column::TestRunDeductionUsdCents, Expr::value(0i64))
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::TestRunDeductionUsdCents.gt(0))
+        .exec(conn)
+        .await?;
     Ok(taken.iter().map(|(_, a)| a).sum())
 }
 
@@ -828,15 +864,18 @@ async fn retry(
         return Err(refused(&run, &command));
     }
     drop(tx);
-    let available = exchange_available(deps).await?;
-    let tx = deps.db.begin_write().await?;
-    funds::lock_funds(&*tx).await?;
-    let required: i64 = failed
-        .iter()
-        .map(|p| p.amount_usd_cents + p.fee_usd_cents)
-        .sum();
-    let reserved = funds::reserved_by_others(&*tx, &run.id).await?;
-    let f = Figures::new(available, reserved, required);
+    let required = Cents::sum(
+        failed
+            .iter()
+            .map(|p| Cents(p.amount_usd_cents.saturating_add(p.fee_usd_cents))),
+    )
+    .ok_or_else(|| {
+        RunError::Invalid(vec![(
+            "payouts".into(),
+            "the amounts add up to more than can be represented".into(),
+        )])
+    })?;
+    let (tx, f, _funds) = funds_transaction(deps, &run.id, Some(required.0)).await?;
     if !f.sufficient() {
         return Err(RunError::InsufficientFunds {
             required: f.required,
@@ -968,14 +1007,14 @@ async fn cancel_payout(
     after.employee_count -= 1;
     after.total_amount_usd_cents -= p.amount_usd_cents;
     after.total_fees_usd_cents -= p.fee_usd_cents;
+    let returned_deduction = std::mem::take(&mut p.test_run_deduction_usd_cents);
     save_payouts(&*tx, std::slice::from_ref(&p)).await?;
-    if p.test_run_deduction_usd_cents > 0 {
+    if returned_deduction > 0 {
         use sea_orm::sea_query::ExprTrait;
         employee::Entity::update_many()
             .col_expr(
                 employee::Column::TestDeductionBalanceUsdCents,
-                Expr::col(employee::Column::TestDeductionBalanceUsdCents)
-                    .add(p.test_run_deduction_usd_cents),
+                Expr::col(employee::Column::TestDeductionBalanceUsdCents).add(returned_deduction),
             )
             .filter(employee::Column::Id.eq(p.employee_id.as_str()))
             .exec(&*tx)
@@ -1019,12 +1058,27 @@ pub async fn claim_window(
         return Ok(Vec::new());
     }
     let now = time::now();
+    // One narrow statement: the client ids are derived in SQL from id and attempt.
+    let ids: Vec<String> = batch.iter().map(|p| p.id.clone()).collect();
+    let claimed = payout::Entity::update_many()
+        .col_expr(
+            payout::Column::ClientWithdrawalId,
+            Expr::cust("id || '-' || CAST(attempt AS TEXT)"),
+        )
+        .col_expr(payout::Column::InitiatedAt, Expr::value(now))
+        .col_expr(payout::Column::UpdatedAt, Expr::value(now))
+        .filter(payout::Column::Id.is_in(ids))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .filter(payout::Column::ClientWithdrawalId.is_null())
+        .exec(&*tx)
+        .await?
+        .rows_affected;
+    if claimed != batch.len() as u64 {
+        return Err(RunError::Stale);
+    }
     for p in batch.iter_mut() {
         p.client_withdrawal_id = Some(format!("{}-{}", p.id, p.attempt));
-        p.initiated_at = Some(now);
-        p.updated_at = now;
     }
-    save_payouts(&*tx, &batch).await?;
     tx.commit().await?;
     Ok(batch
         .into_iter()
@@ -1085,12 +1139,9 @@ async fn apply_changes(
     let tx = deps.db.begin_write().await?;
     let wanted: Vec<String> = changes
         .iter()
-        .map(|(id, _)| id.clone())
-        .chain(
-            resent
-                .iter()
-                .filter_map(|c| parse_client_id(c).map(|(id, _)| id.to_owned())),
-        )
+        .map(|(client_id, _)| client_id)
+        .chain(resent.iter())
+        .filter_map(|c| parse_client_id(c).map(|(id, _)| id.to_owned()))
         .collect();
     let mut payouts: HashMap<String, payout::Model> = HashMap::new();
     for chunk in wanted.chunks(1000) {
@@ -1110,12 +1161,16 @@ async fn apply_changes(
     let in_job_of = |p: &payout::Model, job: &Option<job::Model>| {
         p.job_id.is_some() && p.job_id == job.as_ref().map(|j| j.id.clone())
     };
-    for (payout_id, change) in changes {
-        let Some(mut p) = payouts.remove(&payout_id) else {
+    for (client_id, change) in changes {
+        let Some((payout_id, _)) = parse_client_id(&client_id) else {
+            continue;
+        };
+        let Some(mut p) = payouts.remove(payout_id) else {
             continue;
         };
         let before = p.status;
-        if before.is_terminal() {
+        // An answer about another attempt than the payout's current one changes nothing.
+        if before.is_terminal() || p.client_withdrawal_id.as_deref() != Some(client_id.as_str()) {
             continue;
         }
         let in_job = in_job_of(&p, &job);
@@ -1149,6 +1204,10 @@ async fn apply_changes(
                 events.push(payout_event("payout.completed", &p));
             }
             Change::Failed { cex_id, reason } => {
+                // A refusal (no exchange id) only ever concerns a withdrawal not yet accepted.
+                if cex_id.is_none() && before != PayoutStatus::Pending {
+                    continue;
+                }
                 p.status = PayoutStatus::Failed;
                 if cex_id.is_some() {
                     p.cex_withdrawal_id = cex_id;
@@ -1206,17 +1265,17 @@ pub async fn record_results(
     let mut recorded = Recorded::default();
     let mut changes = Vec::new();
     for (request, outcome) in results {
-        let Some((payout_id, _)) = parse_client_id(&request.client_id) else {
+        if parse_client_id(&request.client_id).is_none() {
             continue;
-        };
+        }
         match outcome {
             WithdrawalOutcome::Accepted { cex_id } => {
                 recorded.watch.push(request.client_id.clone());
-                changes.push((payout_id.to_owned(), Change::Accepted { cex_id }));
+                changes.push((request.client_id.clone(), Change::Accepted { cex_id }));
             }
             WithdrawalOutcome::Rejected { reason } => {
                 changes.push((
-                    payout_id.to_owned(),
+                    request.client_id.clone(),
                     Change::Failed {
                         cex_id: None,
                         reason,
@@ -1302,7 +1361,7 @@ pub async fn reconcile(
             }
             RemoteStatus::Pending { cex_id } => {
                 if p.status == PayoutStatus::Pending {
-                    changes.push((payout_id.to_owned(), Change::Accepted { cex_id }));
+                    changes.push((client_id.clone(), Change::Accepted { cex_id }));
                 }
                 recorded.still_pending.push(client_id);
             }
@@ -1312,7 +1371,7 @@ pub async fn reconcile(
                 explorer_url,
             } => {
                 changes.push((
-                    payout_id.to_owned(),
+                    client_id.clone(),
                     Change::Completed {
                         cex_id,
                         tx_hash,
@@ -1322,7 +1381,7 @@ pub async fn reconcile(
             }
             RemoteStatus::Failed { cex_id, reason } => {
                 changes.push((
-                    payout_id.to_owned(),
+                    client_id.clone(),
                     Change::Failed {
                         cex_id: Some(cex_id),
                         reason,
