@@ -1,20 +1,41 @@
-//! The `payroll` command line: server side (`serve`, `migrate`, `admin`).
+//! The `payroll` command line: server side (`serve`, `migrate`, `admin`) and client side
+//! (every API operation, with the same API key and JSON).
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+
+use crate::client::Format;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "payroll",
     version,
     about = "Payroll disbursement service: pay employees in USDC through an exchange account.",
-    after_help = "Examples:\n  payroll serve                       # SQLite in ./data, sandbox exchange, on 127.0.0.1:8080\n  payroll admin create-key --name ops --scopes payroll:read,payroll:write\n  PAYROLL__DATABASE__URL=postgres://localhost/payroll payroll migrate"
+    after_help = "Examples:\n  payroll serve                                  # SQLite in ./data, sandbox exchange, on 127.0.0.1:8080\n  export PAYROLL_API_KEY=mpk_live_…\n  payroll employees import staff.csv\n  payroll runs create --period-start 2026-03-01 --period-end 2026-03-31 --label March\n  payroll runs execute run_… --wait\n  payroll runs list | jq '.data[0].id'"
 )]
 pub struct Cli {
-    /// A configuration file overlaying the defaults (after config/{PAYROLL_ENV}.toml).
+    /// A configuration file overlaying the defaults (server commands).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// API key (client commands).
+    #[arg(long, global = true, env = "PAYROLL_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Where the service listens (client commands).
+    #[arg(
+        long,
+        global = true,
+        env = "PAYROLL_BASE_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub base_url: String,
+    /// Output: the API's JSON (default when stdout is not a terminal), a table (default on a
+    /// terminal) or CSV (lists).
+    #[arg(short = 'f', long, global = true, value_enum)]
+    pub format: Option<Format>,
+    /// Idempotency-Key of this invocation's write (default: a new UUID v4).
+    #[arg(long, global = true, value_name = "UUID")]
+    pub idempotency_key: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -28,6 +49,32 @@ pub enum Command {
     /// Administration on the server's own database.
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Payroll runs.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Single payouts.
+    #[command(subcommand)]
+    Payouts(PayoutsCommand),
+    /// Execution jobs.
+    #[command(subcommand)]
+    Jobs(JobsCommand),
+    /// Employees (payees).
+    #[command(subcommand)]
+    Employees(EmployeesCommand),
+    /// Exchange account and treasury wallet.
+    #[command(subcommand)]
+    Treasury(TreasuryCommand),
+    /// API keys.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+    /// The audit log.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+    /// Print the OpenAPI document.
+    Openapi,
+    /// Print shell completions.
+    #[command(after_help = "Example:\n  payroll completions bash > /etc/bash_completion.d/payroll")]
+    Completions { shell: clap_complete::Shell },
 }
 
 #[derive(Debug, Subcommand)]
@@ -65,5 +112,301 @@ pub enum SandboxCommand {
         /// Cents to add (negative to take away).
         #[arg(long, allow_hyphen_values = true)]
         delta_usd_cents: i64,
+    },
+}
+
+/// `--wait` and its knobs.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Poll sync until every payout is terminal.
+    #[arg(long)]
+    pub wait: bool,
+    /// Give up waiting after this many seconds (exit code 4).
+    #[arg(long, default_value_t = 3600)]
+    pub timeout: u64,
+    /// Seconds between polls.
+    #[arg(long, default_value_t = 2.0)]
+    pub interval: f64,
+}
+
+#[derive(Debug, Args)]
+pub struct Page {
+    #[arg(long)]
+    pub limit: Option<u64>,
+    #[arg(long)]
+    pub offset: Option<u64>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// List runs, newest first.
+    #[command(after_help = "Example:\n  payroll runs list --status PAYING_OUT -f table")]
+    List {
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long = "type")]
+        run_type: Option<String>,
+        #[arg(long)]
+        is_adhoc: Option<bool>,
+        #[arg(long)]
+        is_test_run: Option<bool>,
+        #[arg(long)]
+        include_archived: bool,
+        #[arg(long)]
+        created_after: Option<String>,
+        #[arg(long)]
+        created_before: Option<String>,
+        /// created_at, -created_at, total_amount_usd_cents, -total_amount_usd_cents
+        #[arg(long, allow_hyphen_values = true)]
+        sort: Option<String>,
+        #[command(flatten)]
+        page: Page,
+    },
+    /// Show a run.
+    #[command(after_help = "Example:\n  payroll runs get run_01…")]
+    Get { run_id: String },
+    /// Create a run (DRAFT); a regular run pays every ACTIVE salaried employee by default.
+    #[command(
+        after_help = "Examples:\n  payroll runs create --period-start 2026-03-01 --period-end 2026-03-31 --label \"March 2026\"\n  payroll runs create --type ad_hoc --period-start 2026-03-01 --period-end 2026-03-31 --items '[{\"employee_id\":\"emp_…\",\"amount_usd_cents\":50000}]'"
+    )]
+    Create {
+        #[arg(long)]
+        period_start: String,
+        #[arg(long)]
+        period_end: String,
+        #[arg(long)]
+        pay_date: Option<String>,
+        #[arg(long)]
+        label: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+        /// regular (default), ad_hoc or reimbursement.
+        #[arg(long = "type")]
+        run_type: Option<String>,
+        #[arg(long)]
+        is_test_run: bool,
+        /// Comma-separated employee ids (regular runs).
+        #[arg(long, value_delimiter = ',')]
+        employee_ids: Option<Vec<String>>,
+        /// JSON array of {employee_id, amount_usd_cents, note?}, or @FILE.
+        #[arg(long)]
+        items: Option<String>,
+    },
+    /// Confirm a DRAFT run: amounts, fees and addresses are locked.
+    #[command(after_help = "Example:\n  payroll runs confirm run_01…")]
+    Confirm { run_id: String },
+    /// Check the exchange covers the run; a covered CONFIRMED run becomes DEPOSITED.
+    #[command(after_help = "Example:\n  payroll runs balance-check run_01…")]
+    BalanceCheck { run_id: String },
+    /// Execute a DEPOSITED run: withdrawals start and payees are emailed.
+    #[command(after_help = "Example:\n  payroll runs execute run_01… --wait")]
+    Execute {
+        run_id: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Reconcile a run with the exchange once (or until done, with --wait).
+    #[command(after_help = "Example:\n  payroll runs sync run_01… --wait --timeout 600")]
+    Sync {
+        run_id: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Cancel a run that has not started paying.
+    #[command(after_help = "Example:\n  payroll runs cancel run_01… --reason \"wrong period\"")]
+    Cancel {
+        run_id: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Send a FAILED run's failed payouts again.
+    #[command(after_help = "Example:\n  payroll runs retry-failed run_01… --wait")]
+    RetryFailed {
+        run_id: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+    /// Archive a finished run.
+    #[command(after_help = "Example:\n  payroll runs archive run_01…")]
+    Archive { run_id: String },
+    /// A run's payouts (with -f csv: every payout as CSV).
+    #[command(after_help = "Example:\n  payroll runs payouts run_01… -f csv > payouts.csv")]
+    Payouts {
+        run_id: String,
+        #[arg(long)]
+        status: Option<String>,
+        #[command(flatten)]
+        page: Page,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PayoutsCommand {
+    /// Show a payout.
+    #[command(after_help = "Example:\n  payroll payouts get pay_01…")]
+    Get { payout_id: String },
+    /// Retry a FAILED payout (its run must have finished).
+    #[command(after_help = "Example:\n  payroll payouts retry pay_01…")]
+    Retry { payout_id: String },
+    /// Cancel a payout not yet handed to the exchange.
+    #[command(after_help = "Example:\n  payroll payouts cancel pay_01…")]
+    Cancel { payout_id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Show a job's progress (with --wait: until its run's payouts are terminal).
+    #[command(after_help = "Example:\n  payroll jobs get job_01… --wait")]
+    Get {
+        job_id: String,
+        #[command(flatten)]
+        wait: WaitArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct EmployeeFields {
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long)]
+    pub salary_usd_cents: Option<i64>,
+    /// ETHEREUM, POLYGON, BASE, ARBITRUM, OPTIMISM, SOLANA
+    #[arg(long)]
+    pub network: Option<String>,
+    #[arg(long)]
+    pub wallet_address: Option<String>,
+    /// FTE, CONTRACTOR, CONSULTANT
+    #[arg(long)]
+    pub employment_type: Option<String>,
+    /// ACTIVE, INACTIVE
+    #[arg(long)]
+    pub status: Option<String>,
+    #[arg(long)]
+    pub contract_start_date: Option<String>,
+    #[arg(long)]
+    pub contract_end_date: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EmployeesCommand {
+    /// List employees, newest first.
+    #[command(after_help = "Example:\n  payroll employees list --search ada")]
+    List {
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long)]
+        employment_type: Option<String>,
+        #[arg(long)]
+        search: Option<String>,
+        #[command(flatten)]
+        page: Page,
+    },
+    /// Show an employee.
+    #[command(after_help = "Example:\n  payroll employees get emp_01…")]
+    Get { employee_id: String },
+    /// Create an employee.
+    #[command(
+        after_help = "Example:\n  payroll employees create --name Ada --email ada@example.com --salary-usd-cents 500000 --network BASE --wallet-address 0x…"
+    )]
+    Create {
+        #[arg(long)]
+        email: String,
+        #[command(flatten)]
+        fields: EmployeeFields,
+    },
+    /// Change an employee (any field but the email).
+    #[command(
+        after_help = "Example:\n  payroll employees update emp_01… --salary-usd-cents 550000"
+    )]
+    Update {
+        employee_id: String,
+        #[command(flatten)]
+        fields: EmployeeFields,
+    },
+    /// Deactivate an employee.
+    #[command(after_help = "Example:\n  payroll employees deactivate emp_01…")]
+    Deactivate { employee_id: String },
+    /// Import employees from a CSV file (header row of field names) or a JSON array.
+    #[command(after_help = "Example:\n  payroll employees import staff.csv")]
+    Import { file: PathBuf },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TreasuryCommand {
+    /// Exchange account and treasury wallet balances.
+    #[command(after_help = "Example:\n  payroll treasury balance")]
+    Balance,
+    /// Move funds between the treasury wallet and the exchange account.
+    #[command(after_help = "Example:\n  payroll treasury transfer --amount-usd-cents 500000")]
+    Transfer {
+        #[arg(long)]
+        amount_usd_cents: i64,
+        /// to_exchange (default) or to_treasury.
+        #[arg(long)]
+        direction: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Transfers, newest first.
+    #[command(after_help = "Example:\n  payroll treasury transfers")]
+    Transfers {
+        #[command(flatten)]
+        page: Page,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// List API keys.
+    #[command(after_help = "Example:\n  payroll keys list")]
+    List {
+        #[command(flatten)]
+        page: Page,
+    },
+    /// Show an API key.
+    #[command(after_help = "Example:\n  payroll keys get key_01…")]
+    Get { key_id: String },
+    /// Create an API key (its plaintext is shown once).
+    #[command(
+        after_help = "Example:\n  payroll keys create --name agent --scopes payroll:read,payroll:write"
+    )]
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_delimiter = ',', required = true)]
+        scopes: Vec<String>,
+        #[arg(long)]
+        expires_at: Option<String>,
+    },
+    /// Rotate a key: a new key with the same scopes; the old one works through the grace period.
+    #[command(after_help = "Example:\n  payroll keys rotate key_01…")]
+    Rotate { key_id: String },
+    /// Revoke a key at once.
+    #[command(after_help = "Example:\n  payroll keys revoke key_01…")]
+    Revoke { key_id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// List audit entries, newest first.
+    #[command(after_help = "Example:\n  payroll audit list --action PAYROLL_RUN_EXECUTED")]
+    List {
+        #[arg(long)]
+        api_key_id: Option<String>,
+        /// Comma-separated actions.
+        #[arg(long)]
+        action: Option<String>,
+        #[arg(long)]
+        operation: Option<String>,
+        #[arg(long)]
+        resource_type: Option<String>,
+        #[arg(long)]
+        resource_id: Option<String>,
+        #[arg(long)]
+        after: Option<String>,
+        #[arg(long)]
+        before: Option<String>,
+        #[command(flatten)]
+        page: Page,
     },
 }

@@ -5,6 +5,8 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod cli;
+pub mod client;
+pub mod client_commands;
 pub mod config;
 pub mod dates;
 pub mod error;

@@ -1,9 +1,11 @@
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 use payroll::{
     admin,
     cli::{AdminCommand, Cli, Command, SandboxCommand},
+    client::{Client, Failure},
+    client_commands,
     config::Settings,
     startup::{self, Application},
     telemetry,
@@ -11,6 +13,40 @@ use payroll::{
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    match cli.command {
+        Command::Serve | Command::Migrate | Command::Admin(_) => server(cli),
+        Command::Completions { shell } => {
+            let mut command = Cli::command();
+            clap_complete::generate(shell, &mut command, "payroll", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        _ => client(cli),
+    }
+}
+
+/// A client command: one API operation over HTTP.
+fn client(cli: Cli) -> ExitCode {
+    let result = actix_web::rt::System::new().block_on(async move {
+        let client = Client::new(&cli.base_url, cli.api_key, cli.format, cli.idempotency_key)?;
+        client_commands::execute(&client, cli.command).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            match &failure {
+                Failure::Usage(why) => eprintln!("payroll: {why}"),
+                Failure::Unreachable(why) => {
+                    eprintln!("payroll: the server could not be reached: {why}")
+                }
+                Failure::Api | Failure::WaitTimedOut => {}
+            }
+            ExitCode::from(failure.exit_code())
+        }
+    }
+}
+
+/// A server-side command on the configured database.
+fn server(cli: Cli) -> ExitCode {
     let settings = match Settings::load(cli.config.as_deref()) {
         Ok(settings) => settings,
         Err(err) => {
@@ -50,6 +86,7 @@ fn main() -> ExitCode {
                 println!("{}", serde_json::to_string_pretty(&balance)?);
                 Ok(())
             }
+            _ => Ok(()),
         }
     });
     match result {

@@ -2,6 +2,7 @@
 
 mod audit;
 mod auth;
+mod cli;
 mod crash;
 mod email;
 mod employees;

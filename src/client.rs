@@ -1,0 +1,552 @@
+//! The client side of the `payroll` command: every API operation from a terminal or a script,
+//! with the same API key and the same JSON. Output is the API's envelope unchanged when stdout
+//! is not a terminal (or with `-f json`), a table on a terminal (`-f table`), CSV for lists.
+//! Exit codes: 0 success, 1 the API answered an error, 2 usage, 3 server unreachable, 4 `--wait`
+//! timed out.
+
+use std::{
+    io::{IsTerminal, Write},
+    time::{Duration, Instant},
+};
+
+use awc::http::Method;
+use serde_json::{Map, Value};
+
+/// How an invocation ended.
+#[derive(Debug)]
+pub enum Failure {
+    /// The API answered an error; its body has been printed.
+    Api,
+    Usage(String),
+    Unreachable(String),
+    WaitTimedOut,
+}
+
+impl Failure {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Api => 1,
+            Failure::Usage(_) => 2,
+            Failure::Unreachable(_) => 3,
+            Failure::WaitTimedOut => 4,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Json,
+    Table,
+    Csv,
+}
+
+/// One API request.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: Method,
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub body: Option<(Vec<u8>, &'static str)>,
+}
+
+impl Call {
+    pub fn get(path: impl Into<String>) -> Call {
+        Call {
+            method: Method::GET,
+            path: path.into(),
+            query: Vec::new(),
+            body: None,
+        }
+    }
+
+    pub fn post(path: impl Into<String>) -> Call {
+        Call {
+            method: Method::POST,
+            path: path.into(),
+            query: Vec::new(),
+            body: None,
+        }
+    }
+
+    pub fn with_method(mut self, method: Method) -> Call {
+        self.method = method;
+        self
+    }
+
+    /// Adds `name=value` when the value is given.
+    pub fn param(mut self, name: &str, value: Option<impl ToString>) -> Call {
+        if let Some(value) = value {
+            self.query.push((name.to_owned(), value.to_string()));
+        }
+        self
+    }
+
+    pub fn json(mut self, body: Value) -> Call {
+        self.body = Some((body.to_string().into_bytes(), "application/json"));
+        self
+    }
+
+    pub fn raw(mut self, body: Vec<u8>, content_type: &'static str) -> Call {
+        self.body = Some((body, content_type));
+        self
+    }
+
+    fn is_write(&self) -> bool {
+        matches!(self.method, Method::POST | Method::PATCH | Method::DELETE)
+    }
+}
+
+/// What the API answered.
+pub struct Answer {
+    pub status: u16,
+    pub bytes: Vec<u8>,
+    pub content_type: String,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.bytes).unwrap_or(Value::Null)
+    }
+}
+
+pub struct Client {
+    http: awc::Client,
+    base_url: String,
+    api_key: String,
+    pub format: Format,
+    idempotency_key: Option<String>,
+}
+
+impl Client {
+    pub fn new(
+        base_url: &str,
+        api_key: Option<String>,
+        format: Option<Format>,
+        idempotency_key: Option<String>,
+    ) -> Result<Client, Failure> {
+        let api_key = api_key.filter(|k| !k.trim().is_empty()).ok_or_else(|| {
+            Failure::Usage("no API key: set PAYROLL_API_KEY or pass --api-key".into())
+        })?;
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        if base_url.starts_with("https://") {
+            return Err(Failure::Usage(format!(
+                "{base_url}: this build speaks plain HTTP only; reach an https server through a local TLS proxy"
+            )));
+        }
+        if !base_url.starts_with("http://") {
+            return Err(Failure::Usage(format!(
+                "--base-url {base_url}: not an http:// URL"
+            )));
+        }
+        if let Some(key) = &idempotency_key
+            && uuid::Uuid::try_parse(key).map(|u| u.get_version_num()) != Ok(4)
+        {
+            return Err(Failure::Usage("--idempotency-key must be a UUID v4".into()));
+        }
+        let format = format.unwrap_or(if std::io::stdout().is_terminal() {
+            Format::Table
+        } else {
+            Format::Json
+        });
+        Ok(Client {
+            http: awc::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .finish(),
+            base_url,
+            api_key,
+            format,
+            idempotency_key,
+        })
+    }
+
+    /// Sends a call. A write carries this invocation's Idempotency-Key, the same on the
+    /// retries that follow a connection error or a 5xx (three at most, with backoff).
+    pub async fn send(&self, call: &Call) -> Result<Answer, Failure> {
+        let key = call.is_write().then(|| {
+            self.idempotency_key
+                .clone()
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+        });
+        self.send_with_key(call, key).await
+    }
+
+    async fn send_with_key(&self, call: &Call, key: Option<String>) -> Result<Answer, Failure> {
+        let mut url = format!("{}/api/v1{}", self.base_url, call.path);
+        if !call.query.is_empty() {
+            let query: Vec<String> = call
+                .query
+                .iter()
+                .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+                .collect();
+            url = format!("{url}?{}", query.join("&"));
+        }
+        let mut last_error = String::new();
+        for attempt in 0..4u32 {
+            if attempt > 0 {
+                actix_web::rt::time::sleep(Duration::from_millis(500 << (attempt - 1))).await;
+            }
+            let mut request = self
+                .http
+                .request(call.method.clone(), &url)
+                .insert_header(("Authorization", format!("Bearer {}", self.api_key)))
+                .insert_header((
+                    "User-Agent",
+                    concat!("payroll-cli/", env!("CARGO_PKG_VERSION")),
+                ));
+            if let Some(key) = &key {
+                request = request.insert_header(("Idempotency-Key", key.clone()));
+            }
+            let sent = match &call.body {
+                Some((bytes, content_type)) => {
+                    request
+                        .insert_header(("Content-Type", *content_type))
+                        .send_body(bytes.clone())
+                        .await
+                }
+                None => request.send().await,
+            };
+            let mut response = match sent {
+                Ok(response) => response,
+                Err(err) => {
+                    last_error = err.to_string();
+                    continue;
+                }
+            };
+            let bytes = match response.body().limit(1 << 30).await {
+                Ok(bytes) => bytes.to_vec(),
+                Err(err) => {
+                    last_error = err.to_string();
+                    continue;
+                }
+            };
+            let status = response.status().as_u16();
+            if status >= 500 && attempt < 3 {
+                last_error = format!("HTTP {status}");
+                continue;
+            }
+            let content_type = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            return Ok(Answer {
+                status,
+                bytes,
+                content_type,
+            });
+        }
+        Err(Failure::Unreachable(format!(
+            "{}: {last_error}",
+            self.base_url
+        )))
+    }
+
+    /// Sends a call and prints its answer; an error answer is printed and fails with `Api`.
+    pub async fn run(&self, call: &Call) -> Result<Answer, Failure> {
+        let answer = self.send(call).await?;
+        self.print(&answer)?;
+        if answer.status >= 400 {
+            return Err(Failure::Api);
+        }
+        Ok(answer)
+    }
+
+    pub fn print(&self, answer: &Answer) -> Result<(), Failure> {
+        let mut out = std::io::stdout().lock();
+        let written = if answer.status >= 400 {
+            match self.format {
+                Format::Json => out
+                    .write_all(&answer.bytes)
+                    .and_then(|_| out.write_all(b"\n")),
+                _ => {
+                    let body = answer.json();
+                    let error = &body["error"];
+                    eprintln!(
+                        "error: {} ({}): {}",
+                        error["code"].as_str().unwrap_or("UNKNOWN"),
+                        answer.status,
+                        error["message"].as_str().unwrap_or_default()
+                    );
+                    for e in error["details"]["validation_errors"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                    {
+                        eprintln!(
+                            "  {}: {}",
+                            e["field"].as_str().unwrap_or(""),
+                            e["message"].as_str().unwrap_or("")
+                        );
+                    }
+                    if let Some(hint) = error["recovery_hint"].as_str() {
+                        eprintln!("hint: {hint}");
+                    }
+                    Ok(())
+                }
+            }
+        } else if answer.content_type.starts_with("text/csv")
+            || !answer.content_type.contains("json")
+        {
+            out.write_all(&answer.bytes)
+        } else {
+            match self.format {
+                Format::Json => out
+                    .write_all(&answer.bytes)
+                    .and_then(|_| out.write_all(b"\n")),
+                Format::Table => out.write_all(render_table(&answer.json()["data"]).as_bytes()),
+                Format::Csv => out.write_all(render_csv(&answer.json()["data"]).as_bytes()),
+            }
+        };
+        written.map_err(|e| Failure::Usage(format!("cannot write the output: {e}")))
+    }
+
+    /// Polls sync (a fresh Idempotency-Key each time) until every payout of the run is
+    /// terminal, then prints the run.
+    pub async fn wait_for_run(
+        &self,
+        run_id: &str,
+        timeout: u64,
+        interval: f64,
+    ) -> Result<(), Failure> {
+        let deadline = Instant::now() + Duration::from_secs(timeout);
+        let progress = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(0);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{bar:40} {pos}/{len} payouts terminal  {msg}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar
+        });
+        let sync = Call::post(format!("/payroll-runs/{run_id}/sync"));
+        loop {
+            let answer = self
+                .send_with_key(&sync, Some(uuid::Uuid::new_v4().to_string()))
+                .await?;
+            if answer.status >= 400 {
+                self.print(&answer)?;
+                return Err(Failure::Api);
+            }
+            let run = &answer.json()["data"];
+            let s = &run["payout_summary"];
+            let count = |k: &str| s[k].as_u64().unwrap_or(0);
+            let terminal = count("completed") + count("failed") + count("cancelled");
+            let total = terminal + count("pending") + count("processing");
+            if let Some(bar) = &progress {
+                bar.set_length(total);
+                bar.set_position(terminal);
+                bar.set_message(run["status"].as_str().unwrap_or("").to_owned());
+            }
+            let moving = run["status"] == "PAYING_OUT" || count("processing") > 0;
+            if !moving {
+                if let Some(bar) = &progress {
+                    bar.finish_and_clear();
+                }
+                return self.print(&answer);
+            }
+            if Instant::now() >= deadline {
+                if let Some(bar) = &progress {
+                    bar.abandon();
+                }
+                eprintln!("payroll: run {run_id} still has payouts in flight after {timeout} s");
+                return Err(Failure::WaitTimedOut);
+            }
+            actix_web::rt::time::sleep(Duration::from_secs_f64(interval.max(0.1))).await;
+        }
+    }
+}
+
+fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A cell: money as dollars with two decimals, nested values as compact JSON.
+fn cell(key: &str, value: &Value) -> String {
+    match value {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        Value::Number(n) if key.ends_with("_usd_cents") || key.ends_with("_usdc_cents") => n
+            .as_i64()
+            .map(|c| payroll_entities::Cents(c).display_usd())
+            .unwrap_or_else(|| n.to_string()),
+        other => other.to_string(),
+    }
+}
+
+/// The columns shown for a list, by what its items look like.
+fn columns(first: &Map<String, Value>) -> Vec<String> {
+    let preferred: &[&str] = if first.contains_key("payroll_run_id") {
+        &[
+            "id",
+            "employee_name",
+            "status",
+            "amount_usd_cents",
+            "network",
+            "wallet_address",
+        ]
+    } else if first.contains_key("period_start") {
+        &[
+            "id",
+            "status",
+            "type",
+            "label",
+            "employee_count",
+            "total_amount_usd_cents",
+            "created_at",
+        ]
+    } else if first.contains_key("wallet_address") {
+        &[
+            "id",
+            "name",
+            "email",
+            "status",
+            "salary_usd_cents",
+            "network",
+        ]
+    } else if first.contains_key("occurred_at") {
+        &[
+            "occurred_at",
+            "operation",
+            "action",
+            "status_code",
+            "api_key_id",
+            "resource_id",
+        ]
+    } else if first.contains_key("prefix") {
+        &["id", "name", "prefix", "status", "scopes", "expires_at"]
+    } else if first.contains_key("direction") {
+        &[
+            "id",
+            "direction",
+            "amount_usd_cents",
+            "status",
+            "created_at",
+        ]
+    } else {
+        &[]
+    };
+    let cols: Vec<String> = preferred
+        .iter()
+        .filter(|c| first.contains_key(**c))
+        .map(|c| c.to_string())
+        .collect();
+    if cols.is_empty() {
+        first.keys().take(8).cloned().collect()
+    } else {
+        cols
+    }
+}
+
+fn render_table(data: &Value) -> String {
+    match data {
+        Value::Array(items) => {
+            let Some(Value::Object(first)) = items.first() else {
+                return "(none)\n".into();
+            };
+            let cols = columns(first);
+            let rows: Vec<Vec<String>> = items
+                .iter()
+                .map(|item| cols.iter().map(|c| cell(c, &item[c.as_str()])).collect())
+                .collect();
+            let widths: Vec<usize> = cols
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    rows.iter()
+                        .map(|r| r[i].chars().count())
+                        .chain([c.len()])
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            let line = |cells: Vec<String>| {
+                cells
+                    .iter()
+                    .zip(&widths)
+                    .map(|(c, w)| format!("{c:<w$}"))
+                    .collect::<Vec<_>>()
+                    .join("  ")
+                    .trim_end()
+                    .to_owned()
+                    + "\n"
+            };
+            let mut out = line(cols.iter().map(|c| c.to_uppercase()).collect());
+            for row in rows {
+                out.push_str(&line(row));
+            }
+            out
+        }
+        Value::Object(map) => {
+            let width = map.keys().map(String::len).max().unwrap_or(0);
+            map.iter()
+                .map(|(k, v)| format!("{k:<width$}  {}\n", cell(k, v)))
+                .collect()
+        }
+        other => format!("{other}\n"),
+    }
+}
+
+fn render_csv(data: &Value) -> String {
+    let items = match data {
+        Value::Array(items) => items.clone(),
+        other => vec![other.clone()],
+    };
+    let Some(Value::Object(first)) = items.first() else {
+        return String::new();
+    };
+    let keys: Vec<String> = first.keys().cloned().collect();
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let _ = writer.write_record(&keys);
+    for item in &items {
+        let row: Vec<String> = keys
+            .iter()
+            .map(|k| match &item[k.as_str()] {
+                Value::Null => String::new(),
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        let _ = writer.write_record(&row);
+    }
+    writer
+        .into_inner()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tables_show_money_as_dollars() {
+        let table = render_table(
+            &json!([{"id": "run_1", "status": "DRAFT", "period_start": "x", "total_amount_usd_cents": 123456}]),
+        );
+        assert!(table.contains("TOTAL_AMOUNT_USD_CENTS"));
+        assert!(table.contains("1234.56"), "{table}");
+        let single = render_table(&json!({"sufficient": false, "deficit_usdc_cents": 5}));
+        assert!(single.contains("0.05"));
+    }
+
+    #[test]
+    fn csv_lists_every_field() {
+        let csv = render_csv(&json!([{"a": 1, "b": "x,y"}, {"a": 2, "b": null}]));
+        assert_eq!(csv, "a,b\n1,\"x,y\"\n2,\n");
+    }
+
+    #[test]
+    fn query_values_are_encoded() {
+        assert_eq!(encode("a b&c"), "a%20b%26c");
+    }
+}

@@ -1,0 +1,259 @@
+//! The `payroll` client commands, run as the built binary against a spawned server.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::helpers::{TestApp, spawn_app, spawn_app_with};
+
+/// Runs `payroll ARGS` with the app's URL and key; output captured.
+async fn payroll(app: &TestApp, key: Option<&str>, args: &[&str]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
+    command
+        .args(args)
+        .env("PAYROLL_BASE_URL", &app.address)
+        .env_remove("PAYROLL_API_KEY");
+    if let Some(key) = key {
+        command.env("PAYROLL_API_KEY", key);
+    }
+    actix_web::rt::task::spawn_blocking(move || command.output().expect("payroll runs"))
+        .await
+        .expect("joined")
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "not JSON: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+#[actix_web::test]
+async fn a_run_from_import_to_execute_wait() {
+    let app = spawn_app().await;
+    let key = app.key.clone();
+    let csv = app.settings.data.dir.join("staff.csv");
+    std::fs::write(
+        &csv,
+        "name,email,salary_usd_cents,network,wallet_address\n\
+         Ada,ada@example.com,500000,BASE,0x0000000000000000000000000000000000000011\n\
+         Grace,grace@example.com,400000,SOLANA,4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T\n",
+    )
+    .expect("csv");
+    let out = payroll(
+        &app,
+        Some(&key),
+        &["employees", "import", csv.to_str().expect("path")],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json(&out)["data"]["created"], 2);
+
+    let out = payroll(
+        &app,
+        Some(&key),
+        &[
+            "runs",
+            "create",
+            "--period-start",
+            "2026-03-01",
+            "--period-end",
+            "2026-03-31",
+            "--label",
+            "March",
+        ],
+    )
+    .await;
+    let run = json(&out);
+    assert_eq!(run["data"]["period_end"], "2026-03-31T23:59:59.999Z");
+    let run_id = run["data"]["id"].as_str().expect("id").to_owned();
+    assert_eq!(
+        code(&payroll(&app, Some(&key), &["runs", "confirm", &run_id]).await),
+        0
+    );
+    let out = payroll(&app, Some(&key), &["runs", "balance-check", &run_id]).await;
+    assert_eq!(json(&out)["data"]["deficit_usdc_cents"], 900_000);
+    assert_eq!(
+        code(
+            &payroll(
+                &app,
+                Some(&key),
+                &["treasury", "transfer", "--amount-usd-cents", "900000"]
+            )
+            .await
+        ),
+        0
+    );
+    let out = payroll(&app, Some(&key), &["runs", "balance-check", &run_id]).await;
+    assert_eq!(json(&out)["data"]["run_status"], "DEPOSITED");
+
+    // --wait returns once every payout is terminal, with the run as the API shows it.
+    let out = payroll(
+        &app,
+        Some(&key),
+        &[
+            "runs",
+            "execute",
+            &run_id,
+            "--wait",
+            "--interval",
+            "0.1",
+            "--timeout",
+            "60",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let done = json(&out);
+    assert_eq!(done["data"]["status"], "COMPLETED");
+    assert_eq!(done["data"]["payout_summary"]["completed"], 2);
+
+    // Lists as CSV: every payout, with a header row.
+    let out = payroll(&app, Some(&key), &["runs", "payouts", &run_id, "-f", "csv"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(text.starts_with("id,payroll_run_id,"));
+    // A table shows money as dollars.
+    let out = payroll(&app, Some(&key), &["runs", "list", "-f", "table"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("9000.00") && text.contains("COMPLETED"),
+        "{text}"
+    );
+}
+
+#[actix_web::test]
+async fn json_output_is_the_apis_body() {
+    let app = spawn_app().await;
+    let out = payroll(&app, Some(&app.key), &["openapi"]).await;
+    let direct = app
+        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
+        .await;
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim_end(), direct.text);
+
+    // The invocation's Idempotency-Key: the same write sent twice is done once.
+    let key = uuid::Uuid::new_v4().to_string();
+    let args = [
+        "keys",
+        "create",
+        "--name",
+        "agent",
+        "--scopes",
+        "payroll:read",
+        "--idempotency-key",
+        key.as_str(),
+    ];
+    let first = json(&payroll(&app, Some(&app.key), &args).await);
+    let second = json(&payroll(&app, Some(&app.key), &args).await);
+    assert_eq!(first["data"]["id"], second["data"]["id"]);
+    assert!(first["data"]["key"].as_str().is_some());
+    assert!(
+        second["data"]["key"].is_null(),
+        "a replay never shows the secret"
+    );
+}
+
+#[actix_web::test]
+async fn exit_codes_say_what_went_wrong() {
+    let app = spawn_app_with(|s| s.exchange.sandbox.completion_delay_ms = 600_000).await;
+    // 2: usage, before any request.
+    let out = payroll(&app, None, &["runs", "list"]).await;
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("PAYROLL_API_KEY"));
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "runs",
+            "create",
+            "--period-start",
+            "yesterday",
+            "--period-end",
+            "2026-03-31",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 2);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--period-start"));
+    let out = payroll(&app, Some(&app.key), &["runs", "frobnicate"]).await;
+    assert_eq!(code(&out), 2);
+    // 1: the API answered an error; its body is printed.
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["runs", "get", "run_01ARZ3NDEKTSV4RRFFQ69G5FAV"],
+    )
+    .await;
+    assert_eq!(code(&out), 1);
+    assert_eq!(json(&out)["error"]["code"], "RESOURCE_NOT_FOUND");
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "runs",
+            "get",
+            "run_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            "-f",
+            "table",
+        ],
+    )
+    .await;
+    assert!(String::from_utf8_lossy(&out.stderr).contains("hint: "));
+    // 3: the server cannot be reached; the message names the URL.
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["runs", "list", "--base-url", "http://127.0.0.1:1"],
+    )
+    .await;
+    assert_eq!(code(&out), 3);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("http://127.0.0.1:1"));
+    // 4: --wait gave up (withdrawals settle only after ten minutes here).
+    app.create_employee("Ada", "ada@example.com", 1000).await;
+    app.fund(1000).await;
+    let run = app
+        .post(
+            "/api/v1/payroll-runs",
+            serde_json::json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}),
+        )
+        .await;
+    let run_id = run.data()["id"].as_str().expect("id").to_owned();
+    app.act(&format!("/api/v1/payroll-runs/{run_id}/confirm"))
+        .await;
+    app.act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
+        .await;
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "runs",
+            "execute",
+            &run_id,
+            "--wait",
+            "--timeout",
+            "1",
+            "--interval",
+            "0.2",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 4, "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[actix_web::test]
+async fn help_and_completions() {
+    let app = spawn_app().await;
+    let out = payroll(&app, None, &["runs", "execute", "--help"]).await;
+    assert_eq!(code(&out), 0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Example:"));
+    let out = payroll(&app, None, &["completions", "bash"]).await;
+    assert_eq!(code(&out), 0);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("payroll"));
+}
