@@ -21,14 +21,12 @@ pub struct Cli {
     /// API key (client commands).
     #[arg(long, global = true, env = "PAYROLL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
-    /// Where the service listens (client commands).
-    #[arg(
-        long,
-        global = true,
-        env = "PAYROLL_BASE_URL",
-        default_value = "http://127.0.0.1:8080"
-    )]
-    pub base_url: String,
+    /// Where the service listens (client commands; default http://127.0.0.1:8080).
+    #[arg(long, global = true, env = "PAYROLL_BASE_URL")]
+    pub base_url: Option<String>,
+    /// A profile of ~/.config/payroll/config.toml supplying base_url and api_key.
+    #[arg(long, global = true, env = "PAYROLL_PROFILE")]
+    pub profile: Option<String>,
     /// Output: the API's JSON (default when stdout is not a terminal), a table (default on a
     /// terminal) or CSV (lists).
     #[arg(short = 'f', long, global = true, value_enum)]

@@ -33,6 +33,57 @@ impl Failure {
     }
 }
 
+/// `base_url` and `api_key` of a profile in `~/.config/payroll/config.toml`:
+///
+/// ```toml
+/// [default]
+/// base_url = "http://127.0.0.1:8080"
+/// api_key = "mpk_live_…"
+///
+/// [profiles.production]
+/// base_url = "http://payroll.internal:8080"
+/// api_key = "mpk_live_…"
+/// ```
+/// Flags and environment variables win over the profile.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub struct Profile {
+    pub base_url: Option<String>,
+    pub api_key: Option<String>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct ProfileFile {
+    default: Option<Profile>,
+    #[serde(default)]
+    profiles: std::collections::HashMap<String, Profile>,
+}
+
+/// The profile `name` (or `default`) from the user's config file, if there is one.
+pub fn load_profile(name: Option<&str>) -> Result<Profile, Failure> {
+    let Some(home) = std::env::var_os("HOME") else {
+        return Ok(Profile::default());
+    };
+    let path = std::path::Path::new(&home).join(".config/payroll/config.toml");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(_) if name.is_none() => return Ok(Profile::default()),
+        Err(e) => return Err(Failure::Usage(format!("{}: {e}", path.display()))),
+    };
+    let file: ProfileFile = config::Config::builder()
+        .add_source(config::File::from_str(&text, config::FileFormat::Toml))
+        .build()
+        .and_then(|c| c.try_deserialize())
+        .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+    match name {
+        None => Ok(file.default.unwrap_or_default()),
+        Some(name) => file
+            .profiles
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Failure::Usage(format!("no profile `{name}` in {}", path.display()))),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Json,

@@ -27,7 +27,13 @@ fn main() -> ExitCode {
 /// A client command: one API operation over HTTP.
 fn client(cli: Cli) -> ExitCode {
     let result = actix_web::rt::System::new().block_on(async move {
-        let client = Client::new(&cli.base_url, cli.api_key, cli.format, cli.idempotency_key)?;
+        let profile = payroll::client::load_profile(cli.profile.as_deref())?;
+        let base_url = cli
+            .base_url
+            .or(profile.base_url)
+            .unwrap_or_else(|| "http://127.0.0.1:8080".to_owned());
+        let api_key = cli.api_key.or(profile.api_key);
+        let client = Client::new(&base_url, api_key, cli.format, cli.idempotency_key)?;
         client_commands::execute(&client, cli.command).await
     });
     match result {

@@ -257,3 +257,142 @@ async fn help_and_completions() {
     assert_eq!(code(&out), 0);
     assert!(String::from_utf8_lossy(&out.stdout).contains("payroll"));
 }
+
+/// Reads one HTTP/1.1 message (headers and a Content-Length body) from a stream.
+fn read_message(stream: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        if let Some(end) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&data[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if data.len() >= end + 4 + length {
+                return data;
+            }
+        }
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return data,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// A proxy to `upstream` that forwards its first request, waits for the answer and then
+/// drops the connection without passing it on; later connections are piped through.
+fn dropping_proxy(upstream: u16) -> u16 {
+    use std::{
+        io::Write,
+        net::{TcpListener, TcpStream},
+        thread,
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").expect("proxy");
+    let port = listener.local_addr().expect("addr").port();
+    thread::spawn(move || {
+        for (n, conn) in listener.incoming().enumerate() {
+            let Ok(mut client) = conn else { break };
+            thread::spawn(move || {
+                let Ok(mut server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    return;
+                };
+                if n == 0 {
+                    let request = read_message(&mut client);
+                    server.write_all(&request).ok();
+                    let _answer = read_message(&mut server);
+                    // The write happened; the client never hears of it.
+                    return;
+                }
+                let (mut c2, mut s2) = (
+                    client.try_clone().expect("clone"),
+                    server.try_clone().expect("clone"),
+                );
+                thread::spawn(move || std::io::copy(&mut s2, &mut c2).ok());
+                std::io::copy(&mut client, &mut server).ok();
+            });
+        }
+    });
+    port
+}
+
+#[actix_web::test]
+async fn a_write_retried_after_a_dropped_connection_runs_once() {
+    let app = spawn_app().await;
+    let upstream: u16 = app
+        .address
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let proxy = dropping_proxy(upstream);
+    let url = format!("http://127.0.0.1:{proxy}");
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "employees",
+            "create",
+            "--base-url",
+            &url,
+            "--name",
+            "Ada",
+            "--email",
+            "ada@example.com",
+            "--salary-usd-cents",
+            "1000",
+            "--network",
+            "BASE",
+            "--wallet-address",
+            "0x0000000000000000000000000000000000000011",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let created = json(&out);
+    let list = app.get("/api/v1/employees").await;
+    assert_eq!(
+        list.json["pagination"]["total"], 1,
+        "the retry must not create a second employee"
+    );
+    assert_eq!(list.data()[0]["id"], created["data"]["id"]);
+    let audit = app.get("/api/v1/audit-log?action=EMPLOYEE_CREATED").await;
+    assert_eq!(audit.json["pagination"]["total"], 1);
+}
+
+#[actix_web::test]
+async fn a_profile_supplies_the_url_and_key() {
+    let app = spawn_app().await;
+    let home = tempfile::tempdir().expect("home");
+    std::fs::create_dir_all(home.path().join(".config/payroll")).expect("dir");
+    std::fs::write(
+        home.path().join(".config/payroll/config.toml"),
+        format!(
+            "[profiles.test]\nbase_url = \"{}\"\napi_key = \"{}\"\n",
+            app.address, app.key
+        ),
+    )
+    .expect("config");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
+    command
+        .args(["runs", "list", "--profile", "test"])
+        .env("HOME", home.path())
+        .env_remove("PAYROLL_API_KEY")
+        .env_remove("PAYROLL_BASE_URL");
+    let out = actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
+        .await
+        .expect("joined");
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json(&out)["pagination"]["total"], 0);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
+    command
+        .args(["runs", "list", "--profile", "nope"])
+        .env("HOME", home.path())
+        .env_remove("PAYROLL_API_KEY");
+    let out = actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
+        .await
+        .expect("joined");
+    assert_eq!(code(&out), 2);
+}
