@@ -68,6 +68,9 @@ pub enum Command {
     /// The audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
+    /// Emitted events.
+    #[command(subcommand)]
+    Events(EventsCommand),
     /// Print the OpenAPI document.
     Openapi,
     /// Print shell completions.
@@ -404,6 +407,21 @@ pub enum AuditCommand {
         after: Option<String>,
         #[arg(long)]
         before: Option<String>,
+        #[command(flatten)]
+        page: Page,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EventsCommand {
+    /// List emitted events, newest first.
+    #[command(after_help = "Example:\n  payroll events list --type payout.completed")]
+    List {
+        /// An event kind (run.X is an alias of payroll.run.X).
+        #[arg(long = "type")]
+        event_type: Option<String>,
+        #[arg(long)]
+        created_after: Option<String>,
         #[command(flatten)]
         page: Page,
     },

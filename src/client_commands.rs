@@ -5,8 +5,8 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     cli::{
-        AuditCommand, Command, EmployeeFields, EmployeesCommand, JobsCommand, KeysCommand, Page,
-        PayoutsCommand, RunsCommand, TreasuryCommand, WaitArgs,
+        AuditCommand, Command, EmployeeFields, EmployeesCommand, EventsCommand, JobsCommand,
+        KeysCommand, Page, PayoutsCommand, RunsCommand, TreasuryCommand, WaitArgs,
     },
     client::{Call, Client, Failure, Format},
     dates::DateInput,
@@ -160,6 +160,16 @@ pub async fn execute(client: &Client, command: Command) -> Result<(), Failure> {
                 .param("resource_id", resource_id)
                 .param("after", date("after", after)?)
                 .param("before", date("before", before)?);
+            client.run(&paged(call, page)).await.map(drop)
+        }
+        Command::Events(EventsCommand::List {
+            event_type,
+            created_after,
+            page,
+        }) => {
+            let call = Call::get("/events")
+                .param("type", event_type)
+                .param("created_after", date("created-after", created_after)?);
             client.run(&paged(call, page)).await.map(drop)
         }
         Command::Openapi => client.run(&Call::get("/openapi.json")).await.map(drop),

@@ -11,7 +11,9 @@ use utoipa::OpenApi;
 use crate::{
     api::API_VERSION,
     error::ErrorCode,
-    routes::{self, ROUTES, api_keys, audit_log, docs, employees, jobs, payouts, runs, treasury},
+    routes::{
+        self, ROUTES, api_keys, audit_log, docs, employees, events, jobs, payouts, runs, treasury,
+    },
 };
 
 #[derive(OpenApi)]
@@ -52,6 +54,7 @@ use crate::{
         treasury::balance,
         treasury::create_transfer,
         treasury::list_transfers,
+        events::list,
         audit_log::list,
     ),
     components(schemas(crate::api::Pagination))

@@ -6,6 +6,7 @@ pub mod api_keys;
 pub mod audit_log;
 pub mod docs;
 pub mod employees;
+pub mod events;
 pub mod health;
 pub mod jobs;
 pub mod payouts;
@@ -113,6 +114,7 @@ pub static ROUTES: &[RouteSpec] = &[
     RouteSpec { method: Method::GET, path: "/treasury/balance", operation: "getTreasuryBalance", access: any(&[TreasuryRead]), body: BodyKind::None, handler: |r| r.to(treasury::balance) },
     RouteSpec { method: Method::POST, path: "/treasury/transfers", operation: "createTreasuryTransfer", access: any(&[TreasuryWrite]), body: BodyKind::Json, handler: |r| r.to(treasury::create_transfer) },
     RouteSpec { method: Method::GET, path: "/treasury/transfers", operation: "listTreasuryTransfers", access: any(&[TreasuryRead]), body: BodyKind::None, handler: |r| r.to(treasury::list_transfers) },
+    RouteSpec { method: Method::GET, path: "/events", operation: "listEvents", access: any(&[PayrollRead]), body: BodyKind::None, handler: |r| r.to(events::list) },
     RouteSpec { method: Method::GET, path: "/audit-log", operation: "listAuditEntries", access: any(&[AuditRead]), body: BodyKind::None, handler: |r| r.to(audit_log::list) },
 ];
 

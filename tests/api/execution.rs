@@ -206,6 +206,18 @@ async fn a_run_is_paid_from_confirm_to_completed() {
     );
     assert_eq!(kinds.iter().filter(|k| *k == "payout.completed").count(), 3);
 
+    // The same events through the API, with the alias of run kinds.
+    let listed = app.get("/api/v1/events?type=payout.completed").await;
+    assert_eq!(listed.json["pagination"]["total"], 3, "{}", listed.text);
+    assert_eq!(listed.data()[0]["data"]["object"]["status"], "COMPLETED");
+    assert_eq!(listed.data()[0]["api_version"], "2026-03-01");
+    let alias = app.get("/api/v1/events?type=run.completed").await;
+    assert_eq!(alias.data()[0]["type"], "payroll.run.completed");
+    assert_eq!(
+        app.get("/api/v1/events?type=payday").await.code(),
+        "INVALID_QUERY_PARAMETER"
+    );
+
     // One notification per payout in the file outbox.
     let outbox = app.settings.data.dir.join("outbox");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
