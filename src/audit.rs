@@ -2,7 +2,6 @@
 //! ([`RequestInfo::commit`]); reads and refusals go to the batching `AuditWriter`.
 
 use payroll_entities::{ActorType, audit_entry, ids, time};
-use sea_orm::{ConnectionTrait, DbErr, EntityTrait, IntoActiveModel};
 use serde_json::{Value, json};
 
 /// What a write did, for its audit entry.
@@ -92,9 +91,4 @@ pub fn actor_entry(actor_type: ActorType, record: &AuditRecord) -> audit_entry::
     }
 }
 
-pub async fn insert<C: ConnectionTrait>(conn: &C, entry: audit_entry::Model) -> Result<(), DbErr> {
-    audit_entry::Entity::insert(entry.into_active_model())
-        .exec_without_returning(conn)
-        .await?;
-    Ok(())
-}
+pub use payroll_actors::ack::insert_audit as insert;

@@ -12,7 +12,7 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 use crate::{
-    api::ApiRequest,
+    api::{ApiRequest, find_resource},
     audit::AuditRecord,
     auth,
     dates::{DateInput, DayEdge},
@@ -39,14 +39,14 @@ pub struct CreateApiKeyRequest {
 pub struct EmptyRequest {}
 
 async fn find_key(req: &ApiRequest, id: &str) -> Result<api_key::Model, ApiError> {
-    let not_found = || ApiError::not_found("api_key", id);
-    if !ids::is_well_formed(ids::IdKind::ApiKey, id) {
-        return Err(not_found());
-    }
-    api_key::Entity::find_by_id(id.to_owned())
-        .one(&req.state().db.conn)
-        .await?
-        .ok_or_else(not_found)
+    find_resource::<api_key::Entity, _>(
+        &req.state().db.conn,
+        ids::IdKind::ApiKey,
+        "api_key",
+        id,
+        false,
+    )
+    .await
 }
 
 #[utoipa::path(get, path = "/api-keys", operation_id = "listApiKeys", tag = "api-keys",

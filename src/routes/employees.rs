@@ -8,8 +8,8 @@ use payroll_entities::{EmployeeStatus, EmploymentType, Network, Stablecoin, empl
 use sea_orm::{
     ActiveModelTrait,
     ActiveValue::Set,
-    ColumnTrait, Condition, ConnectionTrait, EntityTrait, IntoActiveModel, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, Condition, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect,
     sea_query::{Expr, ExprTrait, LikeExpr, OnConflict},
 };
 use serde::{Deserialize, Deserializer, Serialize};
@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
 use crate::{
-    api::{ApiRequest, BodyType, merge_errors, parse_collecting, parse_partial},
+    api::{ApiRequest, BodyType, find_resource, merge_errors, parse_collecting, parse_partial},
     audit::AuditRecord,
     dates::Day,
     error::{ApiError, ErrorCode, FieldError},
@@ -275,32 +275,24 @@ fn email_taken(existing_id: &str) -> ApiError {
     .detail("existing_employee_id", existing_id)
 }
 
-/// The employee, read inside the write transaction `tx` (row-locked on PostgreSQL; SQLite
-/// writers are serialised already), so concurrent updates never overwrite each other.
+/// The employee, read inside the write transaction `tx` (row-locked), so concurrent updates
+/// never overwrite each other.
 async fn find_employee_for_update(
     tx: &payroll_entities::db::WriteTx,
     id: &str,
 ) -> Result<employee::Model, ApiError> {
-    let not_found = || ApiError::not_found("employee", id);
-    if !ids::is_well_formed(ids::IdKind::Employee, id) {
-        return Err(not_found());
-    }
-    let mut select = employee::Entity::find_by_id(id.to_owned());
-    if tx.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
-        select = select.lock_exclusive();
-    }
-    select.one(&**tx).await?.ok_or_else(not_found)
+    find_resource::<employee::Entity, _>(&**tx, ids::IdKind::Employee, "employee", id, true).await
 }
 
 pub async fn find_employee(req: &ApiRequest, id: &str) -> Result<employee::Model, ApiError> {
-    let not_found = || ApiError::not_found("employee", id);
-    if !ids::is_well_formed(ids::IdKind::Employee, id) {
-        return Err(not_found());
-    }
-    employee::Entity::find_by_id(id.to_owned())
-        .one(&req.state().db.conn)
-        .await?
-        .ok_or_else(not_found)
+    find_resource::<employee::Entity, _>(
+        &req.state().db.conn,
+        ids::IdKind::Employee,
+        "employee",
+        id,
+        false,
+    )
+    .await
 }
 
 #[utoipa::path(get, path = "/employees", operation_id = "listEmployees", tag = "employees",

@@ -3,20 +3,24 @@
 use actix_web::{HttpResponse, http::StatusCode};
 use payroll_actors::run::messages::RunCommand;
 use payroll_entities::{ids, payout, views::PayoutResource};
-use sea_orm::EntityTrait;
 
-use crate::{api::ApiRequest, error::ApiError, routes::api_keys::EmptyRequest, run_commands};
+use crate::{
+    api::{ApiRequest, find_resource},
+    error::ApiError,
+    routes::api_keys::EmptyRequest,
+    run_commands,
+};
 
 async fn find_payout(req: &ApiRequest) -> Result<payout::Model, ApiError> {
     let id = req.param("payout_id");
-    let not_found = || ApiError::not_found("payout", id);
-    if !ids::is_well_formed(ids::IdKind::Payout, id) {
-        return Err(not_found());
-    }
-    payout::Entity::find_by_id(id.to_owned())
-        .one(&req.state().db.conn)
-        .await?
-        .ok_or_else(not_found)
+    find_resource::<payout::Entity, _>(
+        &req.state().db.conn,
+        ids::IdKind::Payout,
+        "payout",
+        id,
+        false,
+    )
+    .await
 }
 
 #[utoipa::path(get, path = "/payouts/{payout_id}", operation_id = "getPayout", tag = "payouts",

@@ -22,7 +22,7 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 use crate::{
-    api::{ApiRequest, merge_errors},
+    api::{ApiRequest, find_resource, merge_errors},
     audit::AuditRecord,
     auth::{self, Scope},
     dates::{DateInput, DayEdge},
@@ -84,14 +84,14 @@ fn check_len(errors: &mut Vec<FieldError>, field: &str, value: Option<&str>, max
 }
 
 async fn find_run(req: &ApiRequest, id: &str) -> Result<payroll_run::Model, ApiError> {
-    let not_found = || ApiError::not_found("payroll_run", id);
-    if !ids::is_well_formed(ids::IdKind::Run, id) {
-        return Err(not_found());
-    }
-    payroll_run::Entity::find_by_id(id.to_owned())
-        .one(&req.state().db.conn)
-        .await?
-        .ok_or_else(not_found)
+    find_resource::<payroll_run::Entity, _>(
+        &req.state().db.conn,
+        ids::IdKind::Run,
+        "payroll_run",
+        id,
+        false,
+    )
+    .await
 }
 
 /// 409 naming the current status and what the run allows instead.
@@ -235,24 +235,6 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .map(|r| RunResource::new(r, r.current_job_id.as_ref().and_then(|id| jobs.get(id))))
         .collect();
     req.list(&items, page, total)
-}
-
-/// Employees by id, loaded in chunks.
-async fn employees_by_id(
-    conn: &sea_orm::DatabaseTransaction,
-    wanted: &[String],
-) -> Result<HashMap<String, employee::Model>, ApiError> {
-    let mut found = HashMap::with_capacity(wanted.len());
-    for chunk in wanted.chunks(1000) {
-        for e in employee::Entity::find()
-            .filter(employee::Column::Id.is_in(chunk.iter().cloned()))
-            .all(conn)
-            .await?
-        {
-            found.insert(e.id.clone(), e);
-        }
-    }
-    Ok(found)
 }
 
 #[utoipa::path(post, path = "/payroll-runs", operation_id = "createPayrollRun", tag = "payroll-runs",
@@ -435,7 +417,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         }
     } else {
         let ids: Vec<String> = wanted.iter().map(|(_, id, _, _)| id.clone()).collect();
-        let mut found = employees_by_id(&tx, &ids).await?;
+        let mut found = store::employees_by_id(&*tx, ids.iter().cloned()).await?;
         for (field, id, amount, note) in wanted {
             match found.remove(&id) {
                 None => errors.push(FieldError::new(field, format!("no employee with id {id}"))),

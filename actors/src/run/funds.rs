@@ -63,15 +63,26 @@ pub async fn required_of<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i
 
 /// What DEPOSITED and PAYING_OUT runs other than `run_id` hold reserved.
 pub async fn reserved_by_others<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i64, DbErr> {
-    let funded = Query::select()
+    reserved_except(conn, Some(run_id)).await
+}
+
+/// What every funded run holds reserved.
+pub async fn reserved_total<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
+    reserved_except(conn, None).await
+}
+
+async fn reserved_except<C: ConnectionTrait>(conn: &C, except: Option<&str>) -> Result<i64, DbErr> {
+    let mut funded = Query::select()
         .column(payroll_run::Column::Id)
         .from(payroll_run::Entity)
         .and_where(
             Expr::col(payroll_run::Column::Status)
                 .is_in([RunStatus::Deposited.as_str(), RunStatus::PayingOut.as_str()]),
         )
-        .and_where(Expr::col(payroll_run::Column::Id).ne(run_id))
         .to_owned();
+    if let Some(run_id) = except {
+        funded.and_where(Expr::col(payroll_run::Column::Id).ne(run_id));
+    }
     Ok(payout::Entity::find()
         .select_only()
         .column_as(Expr::cust(SUM), "total")
@@ -81,11 +92,6 @@ pub async fn reserved_by_others<C: ConnectionTrait>(conn: &C, run_id: &str) -> R
         .one(conn)
         .await?
         .unwrap_or(0))
-}
-
-/// What every funded run holds reserved.
-pub async fn reserved_total<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
-    reserved_by_others(conn, "").await
 }
 
 #[cfg(test)]

@@ -110,9 +110,3 @@ impl From<sea_orm::DbErr> for RunError {
         }
     }
 }
-
-impl From<super::store::StaleRun> for RunError {
-    fn from(_: super::store::StaleRun) -> RunError {
-        RunError::Stale
-    }
-}

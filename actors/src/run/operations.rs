@@ -3,7 +3,7 @@
 //! before its transaction has committed (the actor sends withdrawals only after
 //! [`claim_window`] committed their client ids).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use actix::prelude::*;
 use chrono::{DateTime, Duration, Utc};
@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use super::{
     funds::{self, Figures},
     messages::{RunCommand, RunError, RunReply, RunRequest},
+    store,
     transitions::{self, RunOp},
 };
 use crate::{
@@ -186,24 +187,6 @@ async fn payout_by_id<C: ConnectionTrait>(
         .ok_or_else(|| RunError::PayoutNotFound(payout_id.to_owned()))
 }
 
-async fn employees_of<C: ConnectionTrait>(
-    conn: &C,
-    ids: impl Iterator<Item = String>,
-) -> Result<HashMap<String, employee::Model>, RunError> {
-    let ids: Vec<String> = ids.collect::<HashSet<_>>().into_iter().collect();
-    let mut out = HashMap::with_capacity(ids.len());
-    for chunk in ids.chunks(1000) {
-        for e in employee::Entity::find()
-            .filter(employee::Column::Id.is_in(chunk.iter().cloned()))
-            .all(conn)
-            .await?
-        {
-            out.insert(e.id.clone(), e);
-        }
-    }
-    Ok(out)
-}
-
 /// Moves one payout between summary counters of the run and its job.
 fn recount(
     run: &mut payroll_run::Model,
@@ -350,7 +333,8 @@ async fn confirm(
         .map_err(|e| RunError::Exchange(e.to_string()))?;
     let tx = deps.db.begin_write().await?;
     let mut payouts = payouts_of(&*tx, &run.id, PayoutStatus::Pending).await?;
-    let mut employees = employees_of(&*tx, payouts.iter().map(|p| p.employee_id.clone())).await?;
+    let mut employees =
+        store::employees_by_id(&*tx, payouts.iter().map(|p| p.employee_id.clone())).await?;
     let deduct =
         run.run_type == RunType::Regular && !run.is_test_run && deps.test_run.deduct_from_next_run;
     let now = time::now();
@@ -883,7 +867,8 @@ async fn retry(
             deficit: f.deficit,
         });
     }
-    let employees = employees_of(&*tx, failed.iter().map(|p| p.employee_id.clone())).await?;
+    let employees =
+        store::employees_by_id(&*tx, failed.iter().map(|p| p.employee_id.clone())).await?;
     let mut job = new_job(deps, &run.id, failed.len() as i64);
     let mut after = run.clone();
     let mut address_changes = Vec::new();

@@ -1,11 +1,12 @@
-//! Persistence of runs and payouts. Every run write checks and increments `version`, so a stale
-//! writer can never overwrite a newer state.
+//! Persistence of runs as they are created, and lookups the run operations share.
+
+use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use payroll_entities::{PayoutStatus, RunStatus, RunType, payout, payroll_run};
+use payroll_entities::{RunStatus, RunType, employee, payout, payroll_run};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait,
-    IntoActiveModel, QueryFilter, Statement, sea_query::Expr,
+    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter, Statement,
 };
 
 /// Rows per INSERT: well below SQLite's and PostgreSQL's bind-parameter limits.
@@ -63,45 +64,21 @@ pub async fn insert_run<C: ConnectionTrait>(
     Ok(())
 }
 
-/// The run was changed by someone else since it was read.
-#[derive(Debug)]
-pub struct StaleRun;
-
-/// Writes `changes` to the run read as `before`, if nobody changed it since; bumps `version`.
-pub async fn update_run<C: ConnectionTrait>(
+/// Employees by id, loaded in chunks (duplicates asked once).
+pub async fn employees_by_id<C: ConnectionTrait>(
     conn: &C,
-    before: &payroll_run::Model,
-    mut changes: payroll_run::ActiveModel,
-) -> Result<Result<(), StaleRun>, DbErr> {
-    changes.version = Set(before.version + 1);
-    let result = payroll_run::Entity::update_many()
-        .set(changes)
-        .filter(payroll_run::Column::Id.eq(before.id.as_str()))
-        .filter(payroll_run::Column::Version.eq(before.version))
-        .exec(conn)
-        .await?;
-    Ok(if result.rows_affected == 1 {
-        Ok(())
-    } else {
-        Err(StaleRun)
-    })
-}
-
-/// Cancels every PENDING payout of a run; returns how many.
-pub async fn cancel_pending_payouts<C: ConnectionTrait>(
-    conn: &C,
-    run_id: &str,
-    now: DateTime<Utc>,
-) -> Result<u64, DbErr> {
-    Ok(payout::Entity::update_many()
-        .col_expr(
-            payout::Column::Status,
-            Expr::value(PayoutStatus::Cancelled.as_str()),
-        )
-        .col_expr(payout::Column::UpdatedAt, Expr::value(now))
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .exec(conn)
-        .await?
-        .rows_affected)
+    ids: impl Iterator<Item = String>,
+) -> Result<HashMap<String, employee::Model>, DbErr> {
+    let ids: Vec<String> = ids.collect::<HashSet<_>>().into_iter().collect();
+    let mut out = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(1000) {
+        for e in employee::Entity::find()
+            .filter(employee::Column::Id.is_in(chunk.iter().cloned()))
+            .all(conn)
+            .await?
+        {
+            out.insert(e.id.clone(), e);
+        }
+    }
+    Ok(out)
 }
