@@ -16,7 +16,7 @@ use crate::{
 };
 
 /// The API version every response names (CONTRACT §1).
-pub const API_VERSION: &str = "2026-03-01";
+pub use payroll_entities::views::API_VERSION;
 
 /// The authenticated caller of a request.
 #[derive(Debug, Clone)]

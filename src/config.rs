@@ -8,6 +8,7 @@ use config::{Config, Environment, File, FileFormat};
 pub use payroll_actors::settings::{
     EmailSettings, ExchangeSettings, RunsSettings, SandboxSettings, SmtpSettings, TestRunSettings,
 };
+pub use payroll_actors::webhook::WebhookSettings;
 use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
@@ -54,6 +55,7 @@ pub struct Settings {
     pub audit: AuditSettings,
     pub runs: RunsSettings,
     pub exchange: ExchangeSettings,
+    pub webhooks: WebhookSettings,
     pub email: EmailSettings,
     pub test_run: TestRunSettings,
 }
@@ -162,6 +164,7 @@ impl Settings {
                 .separator("__")
                 .list_separator(",")
                 .with_list_parse_key("exchange.sandbox.fail_addresses")
+                .with_list_parse_key("webhooks.retry_schedule_ms")
                 .try_parsing(true),
         );
         let settings: Settings = builder
@@ -228,6 +231,32 @@ impl Settings {
         if self.idempotency.lock_timeout_ms == 0 {
             return bad("idempotency.lock_timeout_ms", "must be at least 1");
         }
+        if self.webhooks.timeout_ms == 0 {
+            return bad("webhooks.timeout_ms", "must be at least 1");
+        }
+        if self.webhooks.max_in_flight_per_endpoint == 0 {
+            return bad("webhooks.max_in_flight_per_endpoint", "must be at least 1");
+        }
+        if self.webhooks.max_in_flight_per_endpoint > 1024 {
+            return bad(
+                "webhooks.max_in_flight_per_endpoint",
+                "must be at most 1024",
+            );
+        }
+        if self.webhooks.retry_schedule_ms.len() > 20 {
+            return bad("webhooks.retry_schedule_ms", "at most 20 retries");
+        }
+        if let Some(delay) = self
+            .webhooks
+            .retry_schedule_ms
+            .iter()
+            .find(|d| **d > 7 * 86_400_000)
+        {
+            return bad(
+                "webhooks.retry_schedule_ms",
+                &format!("{delay} is over 7 days; give each retry's delay in milliseconds"),
+            );
+        }
         if self.test_run.amount_usd_cents < 1 {
             return bad("test_run.amount_usd_cents", "must be at least 1");
         }
@@ -260,6 +289,12 @@ impl Settings {
                 DAY_MS,
             ),
             ("runs.poll_interval_ms", self.runs.poll_interval_ms, DAY_MS),
+            ("webhooks.timeout_ms", self.webhooks.timeout_ms, 300_000),
+            (
+                "webhooks.secret_rotation_grace_seconds",
+                self.webhooks.secret_rotation_grace_seconds,
+                30 * 86_400,
+            ),
             (
                 "runs.idle_actor_timeout_ms",
                 self.runs.idle_actor_timeout_ms,

@@ -13,6 +13,7 @@ use crate::{
     error::ErrorCode,
     routes::{
         self, ROUTES, api_keys, audit_log, docs, employees, events, jobs, payouts, runs, treasury,
+        webhooks,
     },
 };
 
@@ -54,6 +55,15 @@ use crate::{
         treasury::balance,
         treasury::create_transfer,
         treasury::list_transfers,
+        webhooks::create,
+        webhooks::list,
+        webhooks::get,
+        webhooks::delete,
+        webhooks::enable,
+        webhooks::rotate_secret,
+        webhooks::test,
+        webhooks::deliveries,
+        webhooks::retry_delivery,
         events::list,
         audit_log::list,
     ),

@@ -12,6 +12,10 @@ use payroll_actors::{
     mailer::Mailer,
     retention::RetentionJanitor,
     run::{manager::RunManager, operations::RunDeps},
+    webhook::{
+        dispatcher::{WebhookDeps, WebhookSupervisor},
+        sealing::SecretBox,
+    },
 };
 use payroll_entities::{ActorType, api_key, db::Db, time};
 use payroll_migration::{Migrator, MigratorTrait};
@@ -147,11 +151,23 @@ impl Application {
         }))
         .start();
 
+        let secrets = Arc::new(
+            SecretBox::from_pepper(pepper.expose().as_bytes())
+                .context("webhook secrets cannot be sealed")?,
+        );
+        let webhooks = WebhookSupervisor::start_on_own_arbiter(WebhookDeps {
+            db: db.clone(),
+            settings: Arc::new(settings.webhooks.clone()),
+            secrets: secrets.clone(),
+        });
+
         let actors = Actors {
             audit,
             runs,
             exchange,
             exchange_provider,
+            webhooks,
+            secrets,
         };
         let state = web::Data::new(AppState::new(settings.clone(), db, pepper, actors));
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))

@@ -5,7 +5,10 @@ use std::{num::NonZeroU32, sync::Arc};
 use actix::Addr;
 use governor::{DefaultKeyedRateLimiter, Quota};
 use payroll_actors::{
-    audit_writer::AuditWriter, exchange::actor::ExchangeActor, run::manager::RunManager,
+    audit_writer::AuditWriter,
+    exchange::actor::ExchangeActor,
+    run::manager::RunManager,
+    webhook::{dispatcher::WebhookSupervisor, sealing::SecretBox},
 };
 use payroll_entities::db::Db;
 
@@ -23,6 +26,9 @@ pub struct AppState {
     pub exchange_provider: &'static str,
     /// Per-API-key token buckets.
     pub limiter: DefaultKeyedRateLimiter<String>,
+    pub webhooks: Addr<WebhookSupervisor>,
+    /// Seals webhook secrets at rest.
+    pub secrets: Arc<SecretBox>,
 }
 
 /// The actors handlers talk to.
@@ -31,6 +37,8 @@ pub struct Actors {
     pub runs: Addr<RunManager>,
     pub exchange: Addr<ExchangeActor>,
     pub exchange_provider: &'static str,
+    pub webhooks: Addr<WebhookSupervisor>,
+    pub secrets: Arc<SecretBox>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -55,6 +63,8 @@ impl AppState {
             exchange: actors.exchange,
             exchange_provider: actors.exchange_provider,
             limiter,
+            webhooks: actors.webhooks,
+            secrets: actors.secrets,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! answer and the sent one are the same bytes.
 
 use payroll_entities::{
-    IdempotencyState, audit_entry, idempotency_record, job, payout, payroll_run,
+    ActorType, IdempotencyState, audit_entry, idempotency_record, ids, job, payout, payroll_run,
+    time,
 };
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, sea_query::Expr,
@@ -136,5 +137,30 @@ impl Acknowledgement {
         entry.status_code = Some(i32::from(self.status));
         insert_audit(conn, entry).await?;
         Ok(body)
+    }
+}
+
+/// An audit entry of something the service did on its own (`actor_type` SYSTEM).
+pub fn system_entry(
+    action: &str,
+    resource_type: &str,
+    resource_id: &str,
+    details: Value,
+) -> audit_entry::Model {
+    audit_entry::Model {
+        id: ids::new_id(ids::IdKind::Audit),
+        occurred_at: time::now(),
+        request_id: None,
+        actor_type: ActorType::System,
+        api_key_id: None,
+        method: None,
+        path: None,
+        operation: None,
+        action: Some(action.to_owned()),
+        resource_type: Some(resource_type.to_owned()),
+        resource_id: Some(resource_id.to_owned()),
+        status_code: None,
+        idempotency_key: None,
+        details,
     }
 }

@@ -2,10 +2,11 @@
 //! `data.object` is the resource as the API shows it.
 
 use payroll_entities::{
+    db::WriteTx,
     event, ids, job, payout, payroll_run, time,
     views::{PayoutResource, RunResource},
 };
-use sea_orm::{ConnectionTrait, DbErr, EntityTrait, IntoActiveModel};
+use sea_orm::{DbErr, EntityTrait, IntoActiveModel};
 use serde_json::json;
 
 /// Every event kind (CONTRACT §10).
@@ -44,11 +45,10 @@ pub fn payout_event(kind: &str, payout: &payout::Model) -> event::Model {
     }
 }
 
-/// Inserts events in multi-row statements.
-pub async fn insert_events<C: ConnectionTrait>(
-    conn: &C,
-    events: Vec<event::Model>,
-) -> Result<(), DbErr> {
+/// Inserts events in multi-row statements, with one delivery row per subscribed endpoint.
+pub async fn insert_events(tx: &WriteTx, events: Vec<event::Model>) -> Result<(), DbErr> {
+    crate::webhook::enqueue_deliveries(tx, &events).await?;
+    let conn = &**tx;
     let mut rows = events.into_iter().peekable();
     while rows.peek().is_some() {
         let chunk: Vec<event::ActiveModel> = rows

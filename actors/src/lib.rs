@@ -9,3 +9,4 @@ pub mod mailer;
 pub mod retention;
 pub mod run;
 pub mod settings;
+pub mod webhook;

@@ -5,7 +5,15 @@
 //! transaction of this process therefore takes an in-process lock on SQLite, so writers queue
 //! instead of failing while readers stay concurrent; PostgreSQL needs no such lock.
 
-use std::{ops::Deref, path::Path, sync::Arc, time::Duration};
+use std::{
+    ops::Deref,
+    path::Path,
+    sync::{
+        Arc, OnceLock,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use sea_orm::{
     ConnectOptions, Database, DatabaseBackend, DatabaseConnection, DatabaseTransaction, DbErr,
@@ -18,12 +26,29 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 pub struct Db {
     pub conn: DatabaseConnection,
     write_lock: Option<Arc<Mutex<()>>>,
+    deliveries_hook: Arc<DeliveriesHook>,
+}
+
+/// Called after a transaction that wrote webhook deliveries has committed.
+#[derive(Default)]
+struct DeliveriesHook(OnceLock<Box<dyn Fn() + Send + Sync>>);
+
+impl std::fmt::Debug for DeliveriesHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.get().is_some() {
+            "DeliveriesHook(set)"
+        } else {
+            "DeliveriesHook(unset)"
+        })
+    }
 }
 
 /// A write transaction; on SQLite it also holds the process's write lock until it ends.
 pub struct WriteTx {
     tx: DatabaseTransaction,
     _guard: Option<OwnedMutexGuard<()>>,
+    wrote_deliveries: AtomicBool,
+    deliveries_hook: Arc<DeliveriesHook>,
 }
 
 impl Deref for WriteTx {
@@ -35,8 +60,27 @@ impl Deref for WriteTx {
 }
 
 impl WriteTx {
+    /// Commits; then, if webhook deliveries were written, tells the dispatchers.
     pub async fn commit(self) -> Result<(), DbErr> {
-        self.tx.commit().await
+        let WriteTx {
+            tx,
+            _guard,
+            wrote_deliveries,
+            deliveries_hook,
+        } = self;
+        tx.commit().await?;
+        drop(_guard);
+        if wrote_deliveries.load(Ordering::Relaxed)
+            && let Some(hook) = deliveries_hook.0.get()
+        {
+            hook();
+        }
+        Ok(())
+    }
+
+    /// Marks this transaction as one that wrote webhook deliveries.
+    pub fn wrote_deliveries(&self) {
+        self.wrote_deliveries.store(true, Ordering::Relaxed);
     }
 }
 
@@ -72,7 +116,11 @@ impl Db {
             DatabaseBackend::Sqlite => Some(Arc::new(Mutex::new(()))),
             _ => None,
         };
-        Ok(Db { conn, write_lock })
+        Ok(Db {
+            conn,
+            write_lock,
+            deliveries_hook: Arc::default(),
+        })
     }
 
     pub fn backend(&self) -> DatabaseBackend {
@@ -86,7 +134,17 @@ impl Db {
             None => None,
         };
         let tx = self.conn.begin().await?;
-        Ok(WriteTx { tx, _guard: guard })
+        Ok(WriteTx {
+            tx,
+            _guard: guard,
+            wrote_deliveries: AtomicBool::new(false),
+            deliveries_hook: self.deliveries_hook.clone(),
+        })
+    }
+
+    /// Sets what runs after a commit that wrote webhook deliveries (once per process).
+    pub fn on_deliveries_committed(&self, hook: impl Fn() + Send + Sync + 'static) {
+        let _ = self.deliveries_hook.0.set(Box::new(hook));
     }
 
     /// Whether the database answers a trivial query.

@@ -184,3 +184,13 @@ string_enum!(
     /// The sandbox's two balances.
     SandboxAccount { Exchange = "exchange", Treasury = "treasury" }
 );
+
+string_enum!(
+    /// A webhook endpoint: DISABLED after its last retry failed, a 410 answer, or by hand.
+    WebhookStatus { Active = "ACTIVE", Disabled = "DISABLED" }
+);
+
+string_enum!(
+    /// One event's delivery to one endpoint.
+    DeliveryStatus { Pending = "PENDING", Succeeded = "SUCCEEDED", Failed = "FAILED" }
+);

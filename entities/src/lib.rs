@@ -19,6 +19,9 @@ pub mod sandbox_withdrawal;
 pub mod time;
 pub mod treasury_transfer;
 pub mod views;
+pub mod webhook_attempt;
+pub mod webhook_delivery;
+pub mod webhook_endpoint;
 
 pub use enums::*;
 pub use money::Cents;

@@ -6,9 +6,39 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::{
-    JobStatus, Network, PayoutStatus, RunStatus, RunType, Stablecoin, job, payout, payroll_run,
-    time,
+    JobStatus, Network, PayoutStatus, RunStatus, RunType, Stablecoin, event, job, payout,
+    payroll_run, time,
 };
+
+/// The version of the API's wire format, in every envelope and event.
+pub const API_VERSION: &str = "2026-03-01";
+
+/// An event as `GET /events` lists it and webhooks deliver it: `data.object` is the run or
+/// payout as the API returned it then.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventResource {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    #[serde(serialize_with = "time::wire::serialize")]
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: DateTime<Utc>,
+    pub api_version: &'static str,
+    #[schema(value_type = Object)]
+    pub data: serde_json::Value,
+}
+
+impl From<event::Model> for EventResource {
+    fn from(e: event::Model) -> EventResource {
+        EventResource {
+            id: e.id,
+            event_type: e.event_type,
+            created_at: e.created_at,
+            api_version: API_VERSION,
+            data: e.data,
+        }
+    }
+}
 
 /// The latest job of a run, as embedded in the run and in the execute answer.
 #[derive(Debug, Clone, Serialize, ToSchema)]

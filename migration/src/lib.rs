@@ -15,6 +15,7 @@ mod m20260302_000004_create_sandbox;
 mod m20260302_000005_create_treasury_transfers;
 mod m20260302_000006_add_payout_job;
 mod m20260302_000007_add_employee_name_lower;
+mod m20260303_000001_create_webhooks;
 
 pub struct Migrator;
 
@@ -35,6 +36,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260302_000005_create_treasury_transfers::Migration),
             Box::new(m20260302_000006_add_payout_job::Migration),
             Box::new(m20260302_000007_add_employee_name_lower::Migration),
+            Box::new(m20260303_000001_create_webhooks::Migration),
         ]
     }
 }

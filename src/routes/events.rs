@@ -1,43 +1,16 @@
 //! `/events`: every event the service emitted (CONTRACT §5, §8), newest first.
 
 use actix_web::HttpResponse;
-use chrono::{DateTime, Utc};
 use payroll_actors::events::EVENT_KINDS;
-use payroll_entities::{event, time};
+use payroll_entities::event;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
-use serde::Serialize;
-use utoipa::ToSchema;
 
 use crate::{
-    api::{API_VERSION, ApiRequest},
+    api::ApiRequest,
     error::{ApiError, FieldError},
 };
 
-/// An event: `data.object` is the run or payout as the API returned it then.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct EventResource {
-    pub id: String,
-    #[serde(rename = "type")]
-    pub event_type: String,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    pub api_version: &'static str,
-    #[schema(value_type = Object)]
-    pub data: serde_json::Value,
-}
-
-impl From<event::Model> for EventResource {
-    fn from(e: event::Model) -> EventResource {
-        EventResource {
-            id: e.id,
-            event_type: e.event_type,
-            created_at: e.created_at,
-            api_version: API_VERSION,
-            data: e.data,
-        }
-    }
-}
+pub use payroll_entities::views::EventResource;
 
 #[utoipa::path(get, path = "/events", operation_id = "listEvents", tag = "events",
     params(

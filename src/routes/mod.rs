@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod payouts;
 pub mod runs;
 pub mod treasury;
+pub mod webhooks;
 
 use actix_web::{HttpRequest, Route, http::Method, web};
 use serde_json::json;
@@ -114,6 +115,15 @@ pub static ROUTES: &[RouteSpec] = &[
     RouteSpec { method: Method::GET, path: "/treasury/balance", operation: "getTreasuryBalance", access: any(&[TreasuryRead]), body: BodyKind::None, handler: |r| r.to(treasury::balance) },
     RouteSpec { method: Method::POST, path: "/treasury/transfers", operation: "createTreasuryTransfer", access: any(&[TreasuryWrite]), body: BodyKind::Json, handler: |r| r.to(treasury::create_transfer) },
     RouteSpec { method: Method::GET, path: "/treasury/transfers", operation: "listTreasuryTransfers", access: any(&[TreasuryRead]), body: BodyKind::None, handler: |r| r.to(treasury::list_transfers) },
+    RouteSpec { method: Method::POST, path: "/webhooks", operation: "createWebhook", access: any(&[WebhooksManage]), body: BodyKind::Json, handler: |r| r.to(webhooks::create) },
+    RouteSpec { method: Method::GET, path: "/webhooks", operation: "listWebhooks", access: any(&[WebhooksManage]), body: BodyKind::None, handler: |r| r.to(webhooks::list) },
+    RouteSpec { method: Method::GET, path: "/webhooks/{webhook_id}", operation: "getWebhook", access: any(&[WebhooksManage]), body: BodyKind::None, handler: |r| r.to(webhooks::get) },
+    RouteSpec { method: Method::DELETE, path: "/webhooks/{webhook_id}", operation: "deleteWebhook", access: any(&[WebhooksManage]), body: BodyKind::Json, handler: |r| r.to(webhooks::delete) },
+    RouteSpec { method: Method::POST, path: "/webhooks/{webhook_id}/enable", operation: "enableWebhook", access: any(&[WebhooksManage]), body: BodyKind::Json, handler: |r| r.to(webhooks::enable) },
+    RouteSpec { method: Method::POST, path: "/webhooks/{webhook_id}/rotate-secret", operation: "rotateWebhookSecret", access: any(&[WebhooksManage]), body: BodyKind::Json, handler: |r| r.to(webhooks::rotate_secret) },
+    RouteSpec { method: Method::POST, path: "/webhooks/{webhook_id}/test", operation: "testWebhook", access: any(&[WebhooksManage]), body: BodyKind::Json, handler: |r| r.to(webhooks::test) },
+    RouteSpec { method: Method::GET, path: "/webhooks/{webhook_id}/deliveries", operation: "listWebhookDeliveries", access: any(&[WebhooksManage]), body: BodyKind::None, handler: |r| r.to(webhooks::deliveries) },
+    RouteSpec { method: Method::POST, path: "/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", operation: "retryWebhookDelivery", access: any(&[WebhooksManage]), body: BodyKind::Json, handler: |r| r.to(webhooks::retry_delivery) },
     RouteSpec { method: Method::GET, path: "/events", operation: "listEvents", access: any(&[PayrollRead]), body: BodyKind::None, handler: |r| r.to(events::list) },
     RouteSpec { method: Method::GET, path: "/audit-log", operation: "listAuditEntries", access: any(&[AuditRead]), body: BodyKind::None, handler: |r| r.to(audit_log::list) },
 ];

@@ -533,7 +533,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         "first_payout_ids": first_ids,
     }));
     let shown = RunResource::new(&run, None);
-    payroll_actors::events::insert_events(&*tx, vec![run_event("payroll.run.created", &run, None)])
+    payroll_actors::events::insert_events(&tx, vec![run_event("payroll.run.created", &run, None)])
         .await?;
     store::insert_run(&*tx, run, payouts).await?;
     req.commit::<_, RunResource>(tx, StatusCode::CREATED, &shown, None, record)

@@ -38,23 +38,32 @@ async fn missing_malformed_and_unknown_keys_are_401() {
 #[actix_web::test]
 async fn every_route_refuses_a_key_without_its_scope() {
     let app = spawn_app().await;
-    // No route of this build requires webhooks:manage alone, so this key is refused everywhere.
-    let (key, _) = app.key_with(&["webhooks:manage"]).await;
+    // Only the webhook routes take webhooks:manage, and only the audit log audit:read: between
+    // them, every route has a key that is refused.
+    let (webhooks_key, _) = app.key_with(&["webhooks:manage"]).await;
+    let (audit_key, _) = app.key_with(&["audit:read"]).await;
     for spec in ROUTES {
         let Access::AnyOf(scopes) = spec.access else {
             continue;
+        };
+        let (key, granted) = if spec.path.starts_with("/webhooks") {
+            (&audit_key, "audit:read")
+        } else {
+            (&webhooks_key, "webhooks:manage")
         };
         let path = spec
             .path
             .replace("{run_id}", "run_01ARZ3NDEKTSV4RRFFQ69G5FAV")
             .replace("{employee_id}", "emp_01ARZ3NDEKTSV4RRFFQ69G5FAV")
-            .replace("{key_id}", "key_01ARZ3NDEKTSV4RRFFQ69G5FAV");
+            .replace("{key_id}", "key_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+            .replace("{webhook_id}", "wh_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+            .replace("{delivery_id}", "whd_01ARZ3NDEKTSV4RRFFQ69G5FAV");
         let idem = new_key();
         let res = app
             .send(
                 spec.method.as_str(),
                 &format!("/api/v1{path}"),
-                Some(&key),
+                Some(key),
                 spec.is_write().then_some(idem.as_str()),
                 spec.is_write().then(|| b"{}".to_vec()),
                 &[],
@@ -70,7 +79,7 @@ async fn every_route_refuses_a_key_without_its_scope() {
         );
         assert_eq!(
             res.json["error"]["details"]["granted_scopes"],
-            json!(["webhooks:manage"])
+            json!([granted])
         );
         assert!(
             res.json["error"]["message"]

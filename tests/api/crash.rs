@@ -18,9 +18,9 @@ use crate::helpers::{evm_address, fresh_pg_schema, new_key};
 
 const PAYOUTS: usize = 300;
 
-struct Server {
-    child: Child,
-    base: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
 }
 
 /// A server left running by a failed assertion is killed with it.
@@ -31,11 +31,13 @@ impl Drop for Server {
     }
 }
 
-struct Setup {
+pub(crate) struct Setup {
     dir: tempfile::TempDir,
     database_url: String,
     key: String,
     client: awc::Client,
+    /// More `PAYROLL__…` variables for the server.
+    env: Vec<(String, String)>,
 }
 
 fn free_port() -> u16 {
@@ -46,7 +48,7 @@ fn free_port() -> u16 {
 }
 
 impl Setup {
-    async fn new() -> Setup {
+    pub(crate) async fn new() -> Setup {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut settings = Settings::defaults().expect("settings");
         settings.data.dir = dir.path().to_path_buf();
@@ -68,7 +70,13 @@ impl Setup {
             client: awc::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .finish(),
+            env: Vec::new(),
         }
+    }
+
+    pub(crate) fn with_env(mut self, name: &str, value: &str) -> Setup {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
     }
 
     fn log_path(&self, n: usize) -> PathBuf {
@@ -76,7 +84,7 @@ impl Setup {
     }
 
     /// Starts `payroll serve` as a child process and waits until it answers.
-    async fn start(&self, n: usize) -> Server {
+    pub(crate) async fn start(&self, n: usize) -> Server {
         let port = free_port();
         let log = std::fs::File::create(self.log_path(n)).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_payroll"))
@@ -92,6 +100,7 @@ impl Setup {
             .env("PAYROLL__EXCHANGE__RECONCILE_GRACE_MS", "500")
             .env("PAYROLL__EXCHANGE__SANDBOX__COMPLETION_DELAY_MS", "200")
             .env("PAYROLL__RUNS__POLL_INTERVAL_MS", "100")
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -125,7 +134,13 @@ impl Setup {
         std::fs::read_to_string(self.log_path(n)).unwrap_or_default()
     }
 
-    async fn call(&self, server: &Server, method: &str, path: &str, body: Option<Value>) -> Value {
+    pub(crate) async fn call(
+        &self,
+        server: &Server,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Value {
         let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
         let mut req = self
             .client

@@ -11,4 +11,6 @@ mod helpers;
 mod idempotency;
 mod openapi;
 mod pipeline;
+mod receiver;
 mod runs;
+mod webhooks;

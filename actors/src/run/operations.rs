@@ -8,8 +8,7 @@ use std::collections::HashMap;
 use actix::prelude::*;
 use chrono::{DateTime, Duration, Utc};
 use payroll_entities::{
-    ActorType, Cents, EmployeeStatus, JobStatus, Network, PayoutStatus, RunStatus, RunType,
-    audit_entry,
+    Cents, EmployeeStatus, JobStatus, Network, PayoutStatus, RunStatus, RunType,
     db::{Db, WriteTx},
     employee, ids, job, payout, payroll_run, time,
 };
@@ -27,7 +26,7 @@ use super::{
     transitions::{self, RunOp},
 };
 use crate::{
-    ack::{Acknowledgement, AuditAction, BalanceCheck, Outcome, insert_audit},
+    ack::{Acknowledgement, AuditAction, BalanceCheck, Outcome, insert_audit, system_entry},
     events::{insert_events, payout_event, run_event},
     exchange::{
         RemoteStatus, WithdrawalOutcome, WithdrawalRequest,
@@ -199,30 +198,6 @@ fn recount(
     if let Some(job) = job {
         *job.counter_mut(from) -= 1;
         *job.counter_mut(to) += 1;
-    }
-}
-
-fn system_entry(
-    action: &str,
-    resource_type: &str,
-    resource_id: &str,
-    details: Value,
-) -> audit_entry::Model {
-    audit_entry::Model {
-        id: ids::new_id(ids::IdKind::Audit),
-        occurred_at: time::now(),
-        request_id: None,
-        actor_type: ActorType::System,
-        api_key_id: None,
-        method: None,
-        path: None,
-        operation: None,
-        action: Some(action.to_owned()),
-        resource_type: Some(resource_type.to_owned()),
-        resource_id: Some(resource_id.to_owned()),
-        status_code: None,
-        idempotency_key: None,
-        details,
     }
 }
 
@@ -439,7 +414,7 @@ async fn confirm(
             .iter()
             .map(|p| payout_event("payout.cancelled", p)),
     );
-    insert_events(&*tx, events).await?;
+    insert_events(&tx, events).await?;
     let details = json!({
         "status": {"before": run.status, "after": next},
         "total_amount_usd_cents": after.total_amount_usd_cents,
@@ -515,7 +490,7 @@ async fn balance_check(
         after.deposited_at = Some(time::now());
         save_run(&*tx, run.version, &mut after).await?;
         insert_events(
-            &*tx,
+            &tx,
             vec![run_event("payroll.run.deposited", &after, job.as_ref())],
         )
         .await?;
@@ -561,7 +536,7 @@ pub async fn watch_funds(deps: &RunDeps, snapshot: Snapshot) -> Result<Snapshot,
     after.deposited_at = Some(time::now());
     save_run(&*tx, run.version, &mut after).await?;
     insert_events(
-        &*tx,
+        &tx,
         vec![run_event("payroll.run.deposited", &after, job.as_ref())],
     )
     .await?;
@@ -669,7 +644,7 @@ async fn execute(
     save_run(&*tx, run.version, &mut after).await?;
     save_job(&*tx, &mut job).await?;
     insert_events(
-        &*tx,
+        &tx,
         vec![run_event("payroll.run.executing", &after, Some(&job))],
     )
     .await?;
@@ -773,7 +748,7 @@ async fn cancel(
     save_run(&*tx, run.version, &mut after).await?;
     let mut events = vec![run_event("payroll.run.cancelled", &after, job.as_ref())];
     events.extend(pending.iter().map(|p| payout_event("payout.cancelled", p)));
-    insert_events(&*tx, events).await?;
+    insert_events(&tx, events).await?;
     let mut details = status_change(run.status, next);
     details["cancelled_payouts"] = json!(pending.len());
     details["first_payout_ids"] = json!(first_ids(pending.iter().map(|p| p.id.as_str())));
@@ -914,7 +889,7 @@ async fn retry(
     save_run(&*tx, run.version, &mut after).await?;
     save_job(&*tx, &mut job).await?;
     insert_events(
-        &*tx,
+        &tx,
         vec![run_event("payroll.run.executing", &after, Some(&job))],
     )
     .await?;
@@ -1009,7 +984,7 @@ async fn cancel_payout(
     if let (true, Some(job)) = (in_job, job.as_mut()) {
         save_job(&*tx, job).await?;
     }
-    insert_events(&*tx, vec![payout_event("payout.cancelled", &p)]).await?;
+    insert_events(&tx, vec![payout_event("payout.cancelled", &p)]).await?;
     let action = AuditAction {
         action: "PAYOUT_CANCELLED",
         resource_type: "payout",
@@ -1224,7 +1199,7 @@ async fn apply_changes(
             save_job(&*tx, job).await?;
         }
     }
-    insert_events(&*tx, events).await?;
+    insert_events(&tx, events).await?;
     if !completed.is_empty() {
         insert_audit(&*tx, system_entry("PAYOUTS_COMPLETED", "payroll_run", &run.id, json!({
             "count": completed.len(), "first_payout_ids": first_ids(completed.iter().map(String::as_str)),
@@ -1490,7 +1465,7 @@ pub async fn finish_if_done(
     } else {
         "payroll.run.failed"
     };
-    insert_events(&*tx, vec![run_event(kind, &after, job.as_ref())]).await?;
+    insert_events(&tx, vec![run_event(kind, &after, job.as_ref())]).await?;
     let action = if next == RunStatus::Completed {
         "PAYROLL_RUN_COMPLETED"
     } else {

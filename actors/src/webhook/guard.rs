@@ -1,0 +1,255 @@
+//! The SSRF guard (CONTRACT §10): endpoint URLs must be `https://` (or `http://` when
+//! `webhooks.allow_http`), and their host must not resolve to a loopback, private, link-local or
+//! multicast address (unless `webhooks.allow_private_networks`). It runs at registration and
+//! again at every attempt: the delivery client resolves names through [`GuardedResolver`], so
+//! the address connected to is the address checked.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use actix_tls::connect::Resolve;
+use futures_util::future::LocalBoxFuture;
+use url::{Host, Url};
+
+/// What the guard allows, from `webhooks.*`.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardPolicy {
+    pub allow_http: bool,
+    pub allow_private_networks: bool,
+}
+
+/// Why a URL or address is refused; the text names the switch that would allow it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// Why an address is not public, or `None` for a public one.
+pub fn non_public_kind(ip: IpAddr) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(v4) => v4_kind(v4),
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return v4_kind(v4);
+            }
+            let first = v6.segments()[0];
+            if v6.is_loopback() {
+                Some("loopback")
+            } else if v6.is_unspecified() {
+                Some("unspecified")
+            } else if v6.is_multicast() {
+                Some("multicast")
+            } else if first & 0xfe00 == 0xfc00 {
+                Some("private")
+            } else if first & 0xffc0 == 0xfe80 {
+                Some("link-local")
+            } else {
+                None
+            }
+        }
+    }
+}
+
+fn v4_kind(v4: Ipv4Addr) -> Option<&'static str> {
+    let [a, b, ..] = v4.octets();
+    if v4.is_loopback() {
+        Some("loopback")
+    } else if v4.is_private() || (a == 100 && (64..128).contains(&b)) {
+        Some("private")
+    } else if v4.is_link_local() {
+        Some("link-local")
+    } else if v4.is_multicast() {
+        Some("multicast")
+    } else if v4.is_unspecified() || a == 0 {
+        Some("unspecified")
+    } else if v4.is_broadcast() {
+        Some("broadcast")
+    } else {
+        None
+    }
+}
+
+impl GuardPolicy {
+    /// Refuses an address the policy does not allow.
+    pub fn check_ip(&self, ip: IpAddr) -> Result<(), Refused> {
+        match non_public_kind(ip) {
+            Some(kind) if !self.allow_private_networks => Err(Refused(format!(
+                "the host resolves to {ip}, a {kind} address; private networks are refused \
+                 unless webhooks.allow_private_networks is true"
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks what can be checked without resolving: scheme, host, credentials, and an IP
+    /// literal host. Returns the URL parsed.
+    pub fn check_url(&self, raw: &str) -> Result<Url, Refused> {
+        if raw.len() > 2048 {
+            return Err(Refused("at most 2048 characters".into()));
+        }
+        let url = Url::parse(raw).map_err(|e| {
+            Refused(format!(
+                "not an absolute URL ({e}); give e.g. https://example.com/webhooks"
+            ))
+        })?;
+        match url.scheme() {
+            "https" => {}
+            "http" if self.allow_http => {}
+            "http" => {
+                return Err(Refused(
+                    "must use https:// (http:// is accepted only when webhooks.allow_http is true)"
+                        .into(),
+                ));
+            }
+            other => {
+                return Err(Refused(format!(
+                    "scheme `{other}` is not supported; use https://"
+                )));
+            }
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(Refused(
+                "credentials in the URL are not accepted; receivers authenticate deliveries by \
+                 their signature"
+                    .into(),
+            ));
+        }
+        match url.host() {
+            None => return Err(Refused("the URL has no host".into())),
+            Some(Host::Ipv4(v4)) => self.check_ip(IpAddr::V4(v4))?,
+            Some(Host::Ipv6(v6)) => self.check_ip(IpAddr::V6(v6))?,
+            Some(Host::Domain(_)) => {}
+        }
+        Ok(url)
+    }
+
+    /// Checks the URL and every address its host resolves to.
+    pub async fn check_url_resolved(&self, raw: &str) -> Result<Url, Refused> {
+        let url = self.check_url(raw)?;
+        if let Some(Host::Domain(domain)) = url.host() {
+            let port = url.port_or_known_default().unwrap_or(443);
+            let addrs = resolve(domain, port).await?;
+            for addr in addrs {
+                self.check_ip(addr.ip())?;
+            }
+        }
+        Ok(url)
+    }
+}
+
+async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Refused> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| Refused(format!("the host `{host}` does not resolve ({e})")))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(Refused(format!("the host `{host}` has no address")));
+    }
+    Ok(addrs)
+}
+
+/// The delivery client's resolver: names resolving to a refused address fail to connect.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardedResolver(pub GuardPolicy);
+
+impl Resolve for GuardedResolver {
+    fn lookup<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+    ) -> LocalBoxFuture<'a, Result<Vec<SocketAddr>, Box<dyn std::error::Error>>> {
+        Box::pin(async move {
+            let addrs = resolve(host, port).await?;
+            for addr in &addrs {
+                self.0.check_ip(addr.ip())?;
+            }
+            Ok(addrs)
+        })
+    }
+}
+
+/// `::1`-style literal hosts never reach the resolver; the dispatcher checks them itself.
+pub fn literal_ip(url: &Url) -> Option<IpAddr> {
+    match url.host()? {
+        Host::Ipv4(v4) => Some(IpAddr::V4(v4)),
+        Host::Ipv6(v6) => Some(IpAddr::V6(v6)),
+        Host::Domain(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STRICT: GuardPolicy = GuardPolicy {
+        allow_http: false,
+        allow_private_networks: false,
+    };
+
+    #[test]
+    fn non_public_addresses_are_named() {
+        for (ip, kind) in [
+            ("127.0.0.1", "loopback"),
+            ("10.1.2.3", "private"),
+            ("172.16.0.1", "private"),
+            ("192.168.1.1", "private"),
+            ("100.64.0.1", "private"),
+            ("169.254.169.254", "link-local"),
+            ("224.0.0.1", "multicast"),
+            ("0.0.0.0", "unspecified"),
+            ("255.255.255.255", "broadcast"),
+            ("::1", "loopback"),
+            ("::", "unspecified"),
+            ("fd00::1", "private"),
+            ("fe80::1", "link-local"),
+            ("ff02::1", "multicast"),
+            ("::ffff:10.0.0.1", "private"),
+        ] {
+            let ip: IpAddr = ip.parse().expect("ip");
+            assert_eq!(non_public_kind(ip), Some(kind), "{ip}");
+        }
+        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "172.32.0.1"] {
+            let ip: IpAddr = ip.parse().expect("ip");
+            assert_eq!(non_public_kind(ip), None, "{ip}");
+        }
+    }
+
+    #[test]
+    fn urls_are_checked_before_resolving() {
+        assert!(STRICT.check_url("https://example.com/hook").is_ok());
+        let err = STRICT
+            .check_url("http://example.com/hook")
+            .expect_err("http");
+        assert!(err.0.contains("webhooks.allow_http"), "{err}");
+        let err = STRICT
+            .check_url("https://127.0.0.1/hook")
+            .expect_err("loopback");
+        assert!(err.0.contains("webhooks.allow_private_networks"), "{err}");
+        assert!(STRICT.check_url("https://[::1]/hook").is_err());
+        assert!(STRICT.check_url("ftp://example.com").is_err());
+        assert!(STRICT.check_url("https://u:p@example.com").is_err());
+        assert!(STRICT.check_url("not a url").is_err());
+        let open = GuardPolicy {
+            allow_http: true,
+            allow_private_networks: true,
+        };
+        assert!(open.check_url("http://127.0.0.1:9/x").is_ok());
+    }
+
+    #[actix_rt::test]
+    async fn names_are_resolved_and_checked() {
+        let err = STRICT
+            .check_url_resolved("https://localhost/hook")
+            .await
+            .expect_err("localhost is loopback");
+        assert!(err.0.contains("loopback"), "{err}");
+        let err = STRICT
+            .check_url_resolved("https://no-such-host.invalid/hook")
+            .await
+            .expect_err("does not resolve");
+        assert!(err.0.contains("does not resolve"), "{err}");
+        let err = GuardedResolver(STRICT)
+            .lookup("localhost", 80)
+            .await
+            .expect_err("refused at connect time");
+        assert!(err.to_string().contains("loopback"));
+    }
+}
