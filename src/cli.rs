@@ -71,6 +71,9 @@ pub enum Command {
     /// Emitted events.
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Webhook endpoints and their deliveries.
+    #[command(subcommand)]
+    Webhooks(WebhooksCommand),
     /// Print the OpenAPI document.
     Openapi,
     /// Print shell completions.
@@ -424,5 +427,70 @@ pub enum EventsCommand {
         created_after: Option<String>,
         #[command(flatten)]
         page: Page,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WebhooksCommand {
+    /// Register an endpoint; its signing secret is printed this once.
+    #[command(
+        after_help = "Examples:\n  payroll webhooks create --url https://hooks.example.com/payroll --events 'payroll.run.*,payout.failed'\n  payroll webhooks create --url https://hooks.example.com/all --events '*' --description \"ops channel\""
+    )]
+    Create {
+        /// The https:// URL that receives the events.
+        #[arg(long)]
+        url: String,
+        /// Event kinds, run.* aliases or wildcards (*, payroll.run.*, payout.*): a comma list
+        /// or the flag repeated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        events: Vec<String>,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// List endpoints, newest first (no secrets).
+    #[command(after_help = "Example:\n  payroll webhooks list --status DISABLED -f table")]
+    List {
+        /// ACTIVE or DISABLED.
+        #[arg(long)]
+        status: Option<String>,
+        #[command(flatten)]
+        page: Page,
+    },
+    /// Show an endpoint (no secret).
+    #[command(after_help = "Example:\n  payroll webhooks get wh_01…")]
+    Get { webhook_id: String },
+    /// Delete an endpoint: no more deliveries, its pending ones fail.
+    #[command(after_help = "Example:\n  payroll webhooks delete wh_01…")]
+    Delete { webhook_id: String },
+    /// Make a DISABLED endpoint ACTIVE again (failed deliveries stay FAILED).
+    #[command(after_help = "Example:\n  payroll webhooks enable wh_01…")]
+    Enable { webhook_id: String },
+    /// A new signing secret, printed this once; the old one signs beside it for the grace
+    /// period.
+    #[command(after_help = "Example:\n  payroll webhooks rotate-secret wh_01…")]
+    RotateSecret { webhook_id: String },
+    /// Send a `webhook.test` event to this endpoint alone.
+    #[command(after_help = "Example:\n  payroll webhooks test wh_01…")]
+    Test { webhook_id: String },
+    /// An endpoint's deliveries with every attempt, newest first.
+    #[command(
+        after_help = "Example:\n  payroll webhooks deliveries wh_01… --status FAILED --event-type payout.failed"
+    )]
+    Deliveries {
+        webhook_id: String,
+        /// PENDING, SUCCEEDED or FAILED.
+        #[arg(long)]
+        status: Option<String>,
+        /// An event kind (run.X is an alias of payroll.run.X).
+        #[arg(long)]
+        event_type: Option<String>,
+        #[command(flatten)]
+        page: Page,
+    },
+    /// Send a finished delivery once more, now.
+    #[command(after_help = "Example:\n  payroll webhooks retry-delivery wh_01… whd_01…")]
+    RetryDelivery {
+        webhook_id: String,
+        delivery_id: String,
     },
 }

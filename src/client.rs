@@ -474,6 +474,17 @@ fn columns(first: &Map<String, Value>) -> Vec<String> {
         ]
     } else if first.contains_key("prefix") {
         &["id", "name", "prefix", "status", "scopes", "expires_at"]
+    } else if first.contains_key("url") && first.contains_key("events") {
+        &["id", "url", "status", "events", "description", "created_at"]
+    } else if first.contains_key("attempts") && first.contains_key("event_type") {
+        &[
+            "id",
+            "event_type",
+            "status",
+            "next_attempt_at",
+            "last_error",
+            "created_at",
+        ]
     } else if first.contains_key("direction") {
         &[
             "id",

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 use crate::{
     cli::{
         AuditCommand, Command, EmployeeFields, EmployeesCommand, EventsCommand, JobsCommand,
-        KeysCommand, Page, PayoutsCommand, RunsCommand, TreasuryCommand, WaitArgs,
+        KeysCommand, Page, PayoutsCommand, RunsCommand, TreasuryCommand, WaitArgs, WebhooksCommand,
     },
     client::{Call, Client, Failure, Format},
     dates::DateInput,
@@ -172,6 +172,7 @@ pub async fn execute(client: &Client, command: Command) -> Result<(), Failure> {
                 .param("created_after", date("created-after", created_after)?);
             client.run(&paged(call, page)).await.map(drop)
         }
+        Command::Webhooks(cmd) => webhooks(client, cmd).await,
         Command::Openapi => client.run(&Call::get("/openapi.json")).await.map(drop),
         other => Err(Failure::Usage(format!("not a client command: {other:?}"))),
     }
@@ -353,6 +354,53 @@ async fn employees(client: &Client, cmd: EmployeesCommand) -> Result<(), Failure
             };
             Call::post("/employees/import").raw(bytes, content_type)
         }
+    };
+    client.run(&call).await.map(drop)
+}
+
+async fn webhooks(client: &Client, cmd: WebhooksCommand) -> Result<(), Failure> {
+    let path = |webhook_id: &str, op: &str| format!("/webhooks/{webhook_id}/{op}");
+    let call = match cmd {
+        WebhooksCommand::Create {
+            url,
+            events,
+            description,
+        } => {
+            let mut body = Map::new();
+            body.insert("url".into(), url.into());
+            body.insert("events".into(), json!(events));
+            insert(&mut body, "description", description);
+            Call::post("/webhooks").json(Value::Object(body))
+        }
+        WebhooksCommand::List { status, page } => {
+            paged(Call::get("/webhooks").param("status", status), page)
+        }
+        WebhooksCommand::Get { webhook_id } => Call::get(format!("/webhooks/{webhook_id}")),
+        WebhooksCommand::Delete { webhook_id } => {
+            Call::get(format!("/webhooks/{webhook_id}")).with_method(Method::DELETE)
+        }
+        WebhooksCommand::Enable { webhook_id } => Call::post(path(&webhook_id, "enable")),
+        WebhooksCommand::RotateSecret { webhook_id } => {
+            Call::post(path(&webhook_id, "rotate-secret"))
+        }
+        WebhooksCommand::Test { webhook_id } => Call::post(path(&webhook_id, "test")),
+        WebhooksCommand::Deliveries {
+            webhook_id,
+            status,
+            event_type,
+            page,
+        } => paged(
+            Call::get(path(&webhook_id, "deliveries"))
+                .param("status", status)
+                .param("event_type", event_type),
+            page,
+        ),
+        WebhooksCommand::RetryDelivery {
+            webhook_id,
+            delivery_id,
+        } => Call::post(format!(
+            "/webhooks/{webhook_id}/deliveries/{delivery_id}/retry"
+        )),
     };
     client.run(&call).await.map(drop)
 }

@@ -4,7 +4,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::helpers::{TestApp, spawn_app, spawn_app_with};
+use crate::{
+    helpers::{TestApp, spawn_app, spawn_app_with},
+    receiver::Receiver,
+};
 
 /// Runs `payroll ARGS` with the app's URL and key; output captured.
 async fn payroll(app: &TestApp, key: Option<&str>, args: &[&str]) -> Output {
@@ -395,4 +398,326 @@ async fn a_profile_supplies_the_url_and_key() {
         .await
         .expect("joined");
     assert_eq!(code(&out), 2);
+}
+
+/// An app that may deliver to a local plain-HTTP receiver.
+async fn spawn_app_for_local_webhooks() -> TestApp {
+    spawn_app_with(|s| {
+        s.webhooks.allow_http = true;
+        s.webhooks.allow_private_networks = true;
+    })
+    .await
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `webhooks deliveries` until `done` holds for the listed deliveries.
+async fn wait_for_deliveries(
+    app: &TestApp,
+    webhook_id: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let out = payroll(app, Some(&app.key), &["webhooks", "deliveries", webhook_id]).await;
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        let list = json(&out)["data"].as_array().expect("list").clone();
+        if done(&list) {
+            return list;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "deliveries: {list:#?}"
+        );
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[actix_web::test]
+async fn webhooks_create_list_get_and_delete() {
+    let app = spawn_app_for_local_webhooks().await;
+    let receiver = Receiver::start().await;
+    let url = receiver.url("/ok");
+    // Events as a comma list and as a repeated flag; the secret is shown in this answer.
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            &url,
+            "--events",
+            "payroll.run.*,payout.failed",
+            "--events",
+            "webhook.test",
+            "--description",
+            "ops channel",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let created = json(&out);
+    let webhook = &created["data"];
+    let webhook_id = webhook["id"].as_str().expect("id").to_owned();
+    assert!(webhook_id.starts_with("wh_"), "{created}");
+    assert_eq!(webhook["url"], url.as_str());
+    assert_eq!(
+        webhook["events"],
+        serde_json::json!(["payroll.run.*", "payout.failed", "webhook.test"])
+    );
+    assert_eq!(webhook["description"], "ops channel");
+    assert_eq!(webhook["status"], "ACTIVE");
+    assert!(
+        webhook["secret"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("whsec_")),
+        "{created}"
+    );
+
+    // Lists and gets never show the secret.
+    let out = payroll(&app, Some(&app.key), &["webhooks", "list"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let list = json(&out);
+    assert_eq!(list["pagination"]["total"], 1);
+    assert_eq!(list["data"][0]["id"], webhook_id.as_str());
+    assert!(list["data"][0].get("secret").is_none(), "{list}");
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["webhooks", "list", "--status", "DISABLED"],
+    )
+    .await;
+    assert_eq!(json(&out)["pagination"]["total"], 0);
+    let out = payroll(&app, Some(&app.key), &["webhooks", "list", "-f", "table"]).await;
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.starts_with("ID  ") && table.contains(&webhook_id) && table.contains(&url),
+        "{table}"
+    );
+    let out = payroll(&app, Some(&app.key), &["webhooks", "get", &webhook_id]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let got = json(&out);
+    assert_eq!(got["data"]["id"], webhook_id.as_str());
+    assert!(got["data"].get("secret").is_none(), "{got}");
+
+    // The same create under one Idempotency-Key is one endpoint; the replay hides the secret.
+    let key = uuid::Uuid::new_v4().to_string();
+    let args = [
+        "webhooks",
+        "create",
+        "--url",
+        url.as_str(),
+        "--events",
+        "*",
+        "--idempotency-key",
+        key.as_str(),
+    ];
+    let first = json(&payroll(&app, Some(&app.key), &args).await);
+    let second = json(&payroll(&app, Some(&app.key), &args).await);
+    assert_eq!(first["data"]["id"], second["data"]["id"]);
+    assert!(first["data"]["secret"].as_str().is_some());
+    assert!(second["data"]["secret"].is_null(), "{second}");
+
+    let out = payroll(&app, Some(&app.key), &["webhooks", "delete", &webhook_id]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let deleted = json(&out);
+    assert_eq!(deleted["data"]["id"], webhook_id.as_str());
+    assert_eq!(deleted["data"]["deleted"], true);
+    let out = payroll(&app, Some(&app.key), &["webhooks", "get", &webhook_id]).await;
+    assert_eq!(code(&out), 1);
+    assert_eq!(json(&out)["error"]["code"], "RESOURCE_NOT_FOUND");
+    let out = payroll(&app, Some(&app.key), &["webhooks", "list"]).await;
+    assert_eq!(json(&out)["pagination"]["total"], 1);
+}
+
+#[actix_web::test]
+async fn webhooks_test_deliveries_retry_and_rotate() {
+    let app = spawn_app_for_local_webhooks().await;
+    let receiver = Receiver::start().await;
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            &receiver.url("/ok"),
+            "--events",
+            "webhook.test",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let created = json(&out);
+    let webhook_id = created["data"]["id"].as_str().expect("id").to_owned();
+    let secret = created["data"]["secret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+
+    // `test` answers 202 with the PENDING delivery; the receiver gets it, signed.
+    let out = payroll(&app, Some(&app.key), &["webhooks", "test", &webhook_id]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let delivery = json(&out)["data"].clone();
+    let delivery_id = delivery["id"].as_str().expect("id").to_owned();
+    assert_eq!(delivery["event_type"], "webhook.test");
+    assert_eq!(delivery["webhook_id"], webhook_id.as_str());
+    let got = receiver.wait_for("/ok", 10, |r| !r.is_empty()).await;
+    assert_eq!(got[0].event_type(), "webhook.test");
+    got[0]
+        .verify(&secret)
+        .expect("signed with the printed secret");
+
+    // `deliveries` lists it with its attempt, and filters by status and event type.
+    let list = wait_for_deliveries(&app, &webhook_id, |d| {
+        d.len() == 1 && d[0]["status"] == "SUCCEEDED"
+    })
+    .await;
+    assert_eq!(list[0]["id"], delivery_id.as_str());
+    assert_eq!(list[0]["attempts"][0]["response_status"], 200);
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "webhooks",
+            "deliveries",
+            &webhook_id,
+            "--status",
+            "SUCCEEDED",
+            "--event-type",
+            "webhook.test",
+            "--limit",
+            "5",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(json(&out)["pagination"]["total"], 1);
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["webhooks", "deliveries", &webhook_id, "--status", "FAILED"],
+    )
+    .await;
+    assert_eq!(json(&out)["pagination"]["total"], 0);
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["webhooks", "deliveries", &webhook_id, "--status", "LOST"],
+    )
+    .await;
+    assert_eq!(code(&out), 1);
+    assert_eq!(json(&out)["error"]["code"], "INVALID_QUERY_PARAMETER");
+
+    // `retry-delivery` sends the finished delivery once more.
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["webhooks", "retry-delivery", &webhook_id, &delivery_id],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(json(&out)["data"]["id"], delivery_id.as_str());
+    let got = receiver.wait_for("/ok", 10, |r| r.len() == 2).await;
+    assert_eq!(got[1].header("webhook-id"), got[0].header("webhook-id"));
+
+    // `rotate-secret` prints the new secret once; `enable` on an ACTIVE endpoint keeps it so.
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["webhooks", "rotate-secret", &webhook_id],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let rotated = json(&out);
+    let new_secret = rotated["data"]["secret"].as_str().expect("new secret");
+    assert!(new_secret.starts_with("whsec_") && new_secret != secret);
+    let out = payroll(&app, Some(&app.key), &["webhooks", "enable", &webhook_id]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(json(&out)["data"]["status"], "ACTIVE");
+}
+
+#[actix_web::test]
+async fn webhooks_usage_and_api_errors() {
+    let app = spawn_app_for_local_webhooks().await;
+    // 2: a required flag is missing; nothing is sent.
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["webhooks", "create", "--events", "*"],
+    )
+    .await;
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("--url"), "{}", stderr(&out));
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["webhooks", "create", "--url", "https://example.com/hook"],
+    )
+    .await;
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("--events"), "{}", stderr(&out));
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["webhooks", "retry-delivery", "wh_1"],
+    )
+    .await;
+    assert_eq!(code(&out), 2);
+    let out = payroll(&app, Some(&app.key), &["webhooks", "list"]).await;
+    assert_eq!(json(&out)["pagination"]["total"], 0, "nothing was created");
+    // 1: the API refuses the body and says which field.
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            "https://example.com/hook",
+            "--events",
+            "payroll.run.exploded",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 1);
+    let error = json(&out);
+    assert_eq!(error["error"]["code"], "INVALID_REQUEST_BODY");
+    assert_eq!(
+        error["error"]["details"]["validation_errors"][0]["field"],
+        "events[0]"
+    );
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["webhooks", "test", "wh_01ARZ3NDEKTSV4RRFFQ69G5FAV"],
+    )
+    .await;
+    assert_eq!(code(&out), 1);
+    assert_eq!(json(&out)["error"]["code"], "RESOURCE_NOT_FOUND");
+
+    // Every subcommand's help shows an example.
+    for sub in [
+        "create",
+        "list",
+        "get",
+        "delete",
+        "enable",
+        "rotate-secret",
+        "test",
+        "deliveries",
+        "retry-delivery",
+    ] {
+        let out = payroll(&app, None, &["webhooks", sub, "--help"]).await;
+        assert_eq!(code(&out), 0, "{sub}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let example = help.split_once("Example").map(|(_, e)| e).unwrap_or("");
+        assert!(
+            example.contains(&format!("\n  payroll webhooks {sub} ")),
+            "{sub}: {help}"
+        );
+    }
 }
