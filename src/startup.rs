@@ -13,7 +13,7 @@ use payroll_actors::{
     retention::RetentionJanitor,
     run::{manager::RunManager, operations::RunDeps},
     webhook::{
-        dispatcher::{WebhookDeps, WebhookSupervisor},
+        dispatcher::{ArbiterGuard, WebhookDeps, WebhookSupervisor},
         sealing::SecretBox,
     },
 };
@@ -35,6 +35,8 @@ pub struct Application {
     port: u16,
     server: Server,
     state: web::Data<AppState>,
+    /// The webhook dispatchers' thread, stopped with the application.
+    _webhook_arbiter: ArbiterGuard,
 }
 
 /// Connects to the configured database and brings its schema up to date.
@@ -155,7 +157,7 @@ impl Application {
             SecretBox::from_pepper(pepper.expose().as_bytes())
                 .context("webhook secrets cannot be sealed")?,
         );
-        let webhooks = WebhookSupervisor::start_on_own_arbiter(WebhookDeps {
+        let (webhooks, webhook_arbiter) = WebhookSupervisor::start_on_own_arbiter(WebhookDeps {
             db: db.clone(),
             settings: Arc::new(settings.webhooks.clone()),
             secrets: secrets.clone(),
@@ -196,6 +198,7 @@ impl Application {
             port,
             server,
             state,
+            _webhook_arbiter: webhook_arbiter,
         })
     }
 

@@ -75,6 +75,17 @@ impl WebhookDeps {
 // ---------------------------------------------------------------------------------------------
 // Supervisor
 
+/// Stops the webhook arbiter (and with it every dispatcher) when dropped.
+pub struct ArbiterGuard(Option<Arbiter>);
+
+impl Drop for ArbiterGuard {
+    fn drop(&mut self) {
+        if let Some(arbiter) = self.0.take() {
+            arbiter.stop();
+        }
+    }
+}
+
 pub struct WebhookSupervisor {
     deps: WebhookDeps,
     client: Option<awc::Client>,
@@ -94,17 +105,21 @@ impl WebhookSupervisor {
         }
     }
 
-    /// Starts the supervisor on an arbiter of its own and has every commit that writes
-    /// deliveries tell it.
-    pub fn start_on_own_arbiter(deps: WebhookDeps) -> Addr<WebhookSupervisor> {
+    /// Starts the supervisor on an arbiter (thread) of its own and has every commit that writes
+    /// deliveries tell it. The arbiter stops when the returned guard is dropped.
+    pub fn start_on_own_arbiter(deps: WebhookDeps) -> (Addr<WebhookSupervisor>, ArbiterGuard) {
         let db = deps.db.clone();
         let arbiter = Arbiter::new();
         let addr = WebhookSupervisor::start_in_arbiter(&arbiter.handle(), move |_| {
             WebhookSupervisor::new(deps)
         });
-        let notify = addr.clone();
-        db.on_deliveries_committed(move || notify.do_send(DeliveriesCommitted));
-        addr
+        let notify = addr.downgrade();
+        db.on_deliveries_committed(move || {
+            if let Some(addr) = notify.upgrade() {
+                addr.do_send(DeliveriesCommitted);
+            }
+        });
+        (addr, ArbiterGuard(Some(arbiter)))
     }
 
     fn dispatcher(
