@@ -24,9 +24,13 @@ pub struct Cli {
     /// Where the service listens (client commands; default http://127.0.0.1:8080).
     #[arg(long, global = true, env = "PAYROLL_BASE_URL")]
     pub base_url: Option<String>,
-    /// A profile of ~/.config/payroll/config.toml supplying base_url and api_key.
+    /// A profile of ~/.config/payroll/config.toml supplying base_url, api_key and ca_cert.
     #[arg(long, global = true, env = "PAYROLL_PROFILE")]
     pub profile: Option<String>,
+    /// A PEM file of CA certificates to trust, beside the public roots, for an https://
+    /// base URL (client commands).
+    #[arg(long, global = true, env = "PAYROLL_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
     /// Output: the API's JSON (default when stdout is not a terminal), a table (default on a
     /// terminal) or CSV (lists).
     #[arg(short = 'f', long, global = true, value_enum)]

@@ -6,6 +6,8 @@
 
 use std::{
     io::{IsTerminal, Write},
+    path::{Path, PathBuf},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -33,7 +35,7 @@ impl Failure {
     }
 }
 
-/// `base_url` and `api_key` of a profile in `~/.config/payroll/config.toml`:
+/// `base_url`, `api_key` and `ca_cert` of a profile in `~/.config/payroll/config.toml`:
 ///
 /// ```toml
 /// [default]
@@ -41,14 +43,17 @@ impl Failure {
 /// api_key = "mpk_live_…"
 ///
 /// [profiles.production]
-/// base_url = "http://payroll.internal:8080"
+/// base_url = "https://payroll.internal"
 /// api_key = "mpk_live_…"
+/// ca_cert = "/etc/payroll/internal-ca.pem"
 /// ```
 /// Flags and environment variables win over the profile.
 #[derive(Debug, Default, Clone, serde::Deserialize)]
 pub struct Profile {
     pub base_url: Option<String>,
     pub api_key: Option<String>,
+    /// A PEM file of CA certificates trusted beside the public roots (https:// only).
+    pub ca_cert: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -168,25 +173,73 @@ pub struct Client {
     idempotency_key: Option<String>,
 }
 
+/// The TLS settings of an https:// base URL: the public webpki roots, plus the certificates of
+/// `ca_cert` (a PEM file) when given.
+fn tls_config(ca_cert: Option<&Path>) -> Result<rustls::ClientConfig, Failure> {
+    use rustls::pki_types::{CertificateDer, pem::PemObject};
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    if let Some(path) = ca_cert {
+        let shown = path.display();
+        let pem =
+            std::fs::read(path).map_err(|e| Failure::Usage(format!("--ca-cert {shown}: {e}")))?;
+        let mut added = 0;
+        for cert in CertificateDer::pem_slice_iter(&pem) {
+            let cert = cert.map_err(|e| Failure::Usage(format!("--ca-cert {shown}: {e}")))?;
+            roots.add(cert).map_err(|e| {
+                Failure::Usage(format!(
+                    "--ca-cert {shown}: not a usable CA certificate: {e}"
+                ))
+            })?;
+            added += 1;
+        }
+        if added == 0 {
+            return Err(Failure::Usage(format!(
+                "--ca-cert {shown}: no PEM certificate (-----BEGIN CERTIFICATE-----) in it"
+            )));
+        }
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| Failure::Usage(format!("TLS is unavailable: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The TLS error under a failed request, if that is why it failed.
+fn tls_error(err: &awc::error::SendRequestError) -> Option<&rustls::Error> {
+    use awc::error::{ConnectError, SendRequestError};
+    match err {
+        SendRequestError::Connect(ConnectError::Io(io)) => {
+            io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>())
+        }
+        _ => None,
+    }
+}
+
 impl Client {
+    /// A client of `base_url` (`http://` or `https://`); `ca_cert` is a PEM file of CA
+    /// certificates trusted beside the public roots for an https:// server.
     pub fn new(
         base_url: &str,
         api_key: Option<String>,
         format: Option<Format>,
         idempotency_key: Option<String>,
+        ca_cert: Option<&Path>,
     ) -> Result<Client, Failure> {
         let api_key = api_key.filter(|k| !k.trim().is_empty()).ok_or_else(|| {
             Failure::Usage("no API key: set PAYROLL_API_KEY or pass --api-key".into())
         })?;
         let base_url = base_url.trim_end_matches('/').to_owned();
-        if base_url.starts_with("https://") {
+        let https = base_url.starts_with("https://");
+        if !https && !base_url.starts_with("http://") {
             return Err(Failure::Usage(format!(
-                "{base_url}: this build speaks plain HTTP only; reach an https server through a local TLS proxy"
-            )));
-        }
-        if !base_url.starts_with("http://") {
-            return Err(Failure::Usage(format!(
-                "--base-url {base_url}: not an http:// URL"
+                "--base-url {base_url}: not an http:// or https:// URL"
             )));
         }
         if let Some(key) = &idempotency_key
@@ -199,10 +252,17 @@ impl Client {
         } else {
             Format::Json
         });
+        let builder = awc::Client::builder().timeout(Duration::from_secs(120));
+        let http = if https {
+            let tls = tls_config(ca_cert)?;
+            builder
+                .connector(awc::Connector::new().rustls_0_23(Arc::new(tls)))
+                .finish()
+        } else {
+            builder.finish()
+        };
         Ok(Client {
-            http: awc::Client::builder()
-                .timeout(Duration::from_secs(120))
-                .finish(),
+            http,
             base_url,
             api_key,
             format,
@@ -259,6 +319,14 @@ impl Client {
             let mut response = match sent {
                 Ok(response) => response,
                 Err(err) => {
+                    if let Some(tls) = tls_error(&err) {
+                        // A refused certificate is refused again: no retries.
+                        return Err(Failure::Unreachable(format!(
+                            "{}: TLS handshake failed: {tls}; if a private CA signed the \
+                             server's certificate, pass --ca-cert FILE (or set PAYROLL_CA_CERT)",
+                            self.base_url
+                        )));
+                    }
                     last_error = err.to_string();
                     continue;
                 }

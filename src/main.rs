@@ -33,7 +33,14 @@ fn client(cli: Cli) -> ExitCode {
             .or(profile.base_url)
             .unwrap_or_else(|| "http://127.0.0.1:8080".to_owned());
         let api_key = cli.api_key.or(profile.api_key);
-        let client = Client::new(&base_url, api_key, cli.format, cli.idempotency_key)?;
+        let ca_cert = cli.ca_cert.or(profile.ca_cert);
+        let client = Client::new(
+            &base_url,
+            api_key,
+            cli.format,
+            cli.idempotency_key,
+            ca_cert.as_deref(),
+        )?;
         client_commands::execute(&client, cli.command).await
     });
     match result {

@@ -721,3 +721,211 @@ async fn webhooks_usage_and_api_errors() {
         );
     }
 }
+
+/// A CA and a certificate for 127.0.0.1 signed by it: (CA PEM, server certificate, server key).
+fn test_pki() -> (
+    String,
+    rustls::pki_types::CertificateDer<'static>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+) {
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "payroll test CA");
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA");
+    let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).expect("params");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "127.0.0.1");
+    params
+        .extended_key_usages
+        .push(rcgen::ExtendedKeyUsagePurpose::ServerAuth);
+    let key = rcgen::KeyPair::generate().expect("server key");
+    let cert = params.signed_by(&key, &ca).expect("server certificate");
+    (ca.pem(), cert.der().clone(), key.into())
+}
+
+/// A TLS listener on 127.0.0.1 that passes each connection's plaintext to `upstream`: the
+/// real app behind HTTPS. Returns its port.
+async fn tls_front(
+    upstream: u16,
+    cert: rustls::pki_types::CertificateDer<'static>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> u16 {
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(vec![cert], key)
+    .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    actix_web::rt::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            actix_web::rt::spawn(async move {
+                // A client that refuses the certificate ends here.
+                let Ok(mut tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let Ok(mut app) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut tls, &mut app).await;
+            });
+        }
+    });
+    port
+}
+
+#[actix_web::test]
+async fn https_with_a_private_ca() {
+    let app = spawn_app().await;
+    let upstream: u16 = app
+        .address
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let (ca_pem, cert, key) = test_pki();
+    let port = tls_front(upstream, cert, key).await;
+    let url = format!("https://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().expect("dir");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca_pem).expect("CA file");
+    let ca_path = ca_file.to_str().expect("path");
+
+    // Trusted through --ca-cert: a read and a write over TLS.
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["runs", "list", "--base-url", &url, "--ca-cert", ca_path],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(json(&out)["pagination"]["total"], 0);
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "keys",
+            "create",
+            "--name",
+            "over-tls",
+            "--scopes",
+            "payroll:read",
+            "--base-url",
+            &url,
+            "--ca-cert",
+            ca_path,
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(json(&out)["data"]["name"], "over-tls");
+
+    // Not trusted: exit 3 at once (no retries), saying it is the certificate.
+    let started = std::time::Instant::now();
+    let out = payroll(&app, Some(&app.key), &["runs", "list", "--base-url", &url]).await;
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let message = stderr(&out);
+    assert!(
+        message.contains("TLS handshake failed")
+            && message.contains("certificate")
+            && message.contains("--ca-cert")
+            && message.contains(&url),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(3),
+        "a refused certificate is not retried"
+    );
+
+    // PAYROLL_CA_CERT, and a profile's ca_cert.
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
+    command
+        .args(["webhooks", "list"])
+        .env("PAYROLL_BASE_URL", &url)
+        .env("PAYROLL_API_KEY", &app.key)
+        .env("PAYROLL_CA_CERT", &ca_file);
+    let out = actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
+        .await
+        .expect("joined");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(json(&out)["pagination"]["total"], 0);
+    std::fs::create_dir_all(dir.path().join(".config/payroll")).expect("dir");
+    std::fs::write(
+        dir.path().join(".config/payroll/config.toml"),
+        format!(
+            "[profiles.tls]\nbase_url = \"{url}\"\napi_key = \"{}\"\nca_cert = \"{ca_path}\"\n",
+            app.key
+        ),
+    )
+    .expect("config");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
+    command
+        .args(["keys", "list", "--profile", "tls"])
+        .env("HOME", dir.path())
+        .env_remove("PAYROLL_API_KEY")
+        .env_remove("PAYROLL_BASE_URL")
+        .env_remove("PAYROLL_CA_CERT");
+    let out = actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
+        .await
+        .expect("joined");
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(json(&out)["pagination"]["total"], 2);
+
+    // A CA file that is missing or holds no certificate is a usage error.
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "runs",
+            "list",
+            "--base-url",
+            &url,
+            "--ca-cert",
+            "/nonexistent/ca.pem",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("/nonexistent/ca.pem"),
+        "{}",
+        stderr(&out)
+    );
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").expect("file");
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &[
+            "runs",
+            "list",
+            "--base-url",
+            &url,
+            "--ca-cert",
+            empty.to_str().expect("path"),
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("no PEM certificate"),
+        "{}",
+        stderr(&out)
+    );
+}
