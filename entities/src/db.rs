@@ -8,10 +8,7 @@
 use std::{
     ops::Deref,
     path::Path,
-    sync::{
-        Arc, OnceLock,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, Mutex as StdMutex, OnceLock},
     time::Duration,
 };
 
@@ -31,7 +28,7 @@ pub struct Db {
 
 /// Called after a transaction that wrote webhook deliveries has committed.
 #[derive(Default)]
-struct DeliveriesHook(OnceLock<Box<dyn Fn() + Send + Sync>>);
+struct DeliveriesHook(OnceLock<Box<dyn Fn(Vec<String>) + Send + Sync>>);
 
 impl std::fmt::Debug for DeliveriesHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -47,7 +44,8 @@ impl std::fmt::Debug for DeliveriesHook {
 pub struct WriteTx {
     tx: DatabaseTransaction,
     _guard: Option<OwnedMutexGuard<()>>,
-    wrote_deliveries: AtomicBool,
+    /// Endpoints this transaction wrote deliveries for.
+    wrote_deliveries: StdMutex<Vec<String>>,
     deliveries_hook: Arc<DeliveriesHook>,
 }
 
@@ -70,17 +68,28 @@ impl WriteTx {
         } = self;
         tx.commit().await?;
         drop(_guard);
-        if wrote_deliveries.load(Ordering::Relaxed)
+        let endpoints = wrote_deliveries
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if !endpoints.is_empty()
             && let Some(hook) = deliveries_hook.0.get()
         {
-            hook();
+            hook(endpoints);
         }
         Ok(())
     }
 
-    /// Marks this transaction as one that wrote webhook deliveries.
-    pub fn wrote_deliveries(&self) {
-        self.wrote_deliveries.store(true, Ordering::Relaxed);
+    /// Notes that this transaction wrote deliveries for these endpoints.
+    pub fn wrote_deliveries(&self, endpoint_ids: impl IntoIterator<Item = String>) {
+        let mut noted = self
+            .wrote_deliveries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        for id in endpoint_ids {
+            if !noted.contains(&id) {
+                noted.push(id);
+            }
+        }
     }
 }
 
@@ -137,13 +146,13 @@ impl Db {
         Ok(WriteTx {
             tx,
             _guard: guard,
-            wrote_deliveries: AtomicBool::new(false),
+            wrote_deliveries: StdMutex::new(Vec::new()),
             deliveries_hook: self.deliveries_hook.clone(),
         })
     }
 
     /// Sets what runs after a commit that wrote webhook deliveries (once per process).
-    pub fn on_deliveries_committed(&self, hook: impl Fn() + Send + Sync + 'static) {
+    pub fn on_deliveries_committed(&self, hook: impl Fn(Vec<String>) + Send + Sync + 'static) {
         let _ = self.deliveries_hook.0.set(Box::new(hook));
     }
 

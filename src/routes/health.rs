@@ -22,6 +22,7 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
         ("audit writer", state.audit.connected()),
         ("run manager", state.runs.connected()),
         ("exchange actor", state.exchange.connected()),
+        ("webhook supervisor", state.webhooks.connected()),
     ];
     if let Some((name, _)) = actors.iter().find(|(_, up)| !up) {
         return Err(ApiError::unavailable(format!("The {name} is not running."))

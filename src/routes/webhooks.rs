@@ -31,8 +31,9 @@ use crate::{
 };
 
 /// A webhook endpoint. `secret` appears only in the create and rotate-secret answers (and is
-/// null in their idempotent replays: rotate again if it was lost).
-#[derive(Debug, Clone, Serialize, ToSchema)]
+/// null in their idempotent replays: rotate again if it was lost). No `Debug`: it may hold the
+/// secret.
+#[derive(Clone, Serialize, ToSchema)]
 pub struct WebhookEndpointResource {
     pub id: String,
     pub url: String,
@@ -411,7 +412,7 @@ pub async fn enable(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     responses((status = 200, description = "The endpoint with its new `secret`; the previous one keeps signing beside it for `webhooks.secret_rotation_grace_seconds`", body = WebhookEndpointResource)))]
 pub async fn rotate_secret(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
-    let endpoint = find_endpoint(&req, req.param("webhook_id")).await?;
+    find_endpoint(&req, req.param("webhook_id")).await?;
     let state = req.state();
     let secret = signing::generate_secret();
     let sealed = state.secrets.seal(&secret).map_err(ApiError::internal)?;
@@ -420,6 +421,15 @@ pub async fn rotate_secret(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         i64::try_from(state.settings.webhooks.secret_rotation_grace_seconds).unwrap_or(86_400),
     );
     let tx = state.db.begin_write().await?;
+    // Read again under the lock, so two rotations at once each keep the secret before them.
+    let endpoint = find_resource::<webhook_endpoint::Entity, _>(
+        &*tx,
+        ids::IdKind::Webhook,
+        "webhook_endpoint",
+        req.param("webhook_id"),
+        true,
+    )
+    .await?;
     let mut active = endpoint.clone().into_active_model();
     active.previous_secret = Set(Some(endpoint.secret.clone()));
     active.previous_secret_expires_at = Set(Some(now + grace));
@@ -451,7 +461,8 @@ pub async fn test(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         event_type: "webhook.test".to_owned(),
         resource_id: endpoint.id.clone(),
         created_at: time::now(),
-        data: json!({"object": WebhookEndpointResource::from(&endpoint)}),
+        // The object names the endpoint only: events are listed to payroll:read keys.
+        data: json!({"object": {"id": endpoint.id, "type": "webhook_endpoint"}}),
     };
     let delivery = new_delivery(&endpoint.id, &event);
     let tx = req.state().db.begin_write().await?;
@@ -495,8 +506,17 @@ pub async fn deliveries(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     if let Some(kind) = event_type {
         let canonical = match kind.strip_prefix("run.") {
             Some(rest) => format!("payroll.run.{rest}"),
-            None => kind,
+            None => kind.clone(),
         };
+        if !EVENT_KINDS.contains(&canonical.as_str()) {
+            return Err(ApiError::query(vec![FieldError::new(
+                "event_type",
+                format!(
+                    "unknown event kind `{kind}`; one of {}",
+                    EVENT_KINDS.join(", ")
+                ),
+            )]));
+        }
         select = select.filter(webhook_delivery::Column::EventType.eq(canonical));
     }
     let total = select.clone().count(db).await?;
@@ -608,7 +628,7 @@ pub async fn retry_delivery(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .one(&*tx)
         .await?
         .ok_or_else(|| ApiError::not_found("webhook_delivery", delivery_id))?;
-    tx.wrote_deliveries();
+    tx.wrote_deliveries([endpoint.id.clone()]);
     let record = AuditRecord::new("WEBHOOK_DELIVERY_RETRIED", "webhook_delivery", &delivery.id)
         .details(json!({"webhook_id": endpoint.id, "before": {"status": delivery.status}, "after": {"status": DeliveryStatus::Pending}}));
     let attempts = attempts_of(&db.conn, vec![updated.id.clone()])

@@ -217,6 +217,19 @@ async fn endpoints_are_created_listed_rotated_and_deleted() {
 
     let got = endpoint(&app, &id).await;
     assert!(got.get("secret").is_none(), "{got}");
+    let res = app
+        .get(&format!(
+            "/api/v1/webhooks/{id}/deliveries?event_type=bogus"
+        ))
+        .await;
+    assert_eq!(res.status, 400, "{}", res.text);
+    assert_eq!(res.code(), "INVALID_QUERY_PARAMETER");
+    let res = app
+        .get(&format!(
+            "/api/v1/webhooks/{id}/deliveries?event_type=run.created&status=PENDING"
+        ))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
     let list = app.get("/api/v1/webhooks").await;
     assert_eq!(list.data().as_array().map(Vec::len), Some(1));
 

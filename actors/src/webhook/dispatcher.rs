@@ -8,7 +8,7 @@
 //! run actors.
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -114,9 +114,9 @@ impl WebhookSupervisor {
             WebhookSupervisor::new(deps)
         });
         let notify = addr.downgrade();
-        db.on_deliveries_committed(move || {
+        db.on_deliveries_committed(move |endpoint_ids| {
             if let Some(addr) = notify.upgrade() {
-                addr.do_send(DeliveriesCommitted);
+                addr.do_send(DeliveriesCommitted { endpoint_ids });
             }
         });
         (addr, ArbiterGuard(Some(arbiter)))
@@ -143,8 +143,10 @@ impl WebhookSupervisor {
             supervisor: ctx.address(),
             endpoint: None,
             queue: VecDeque::new(),
+            held: HashSet::new(),
             in_flight: 0,
             claiming: false,
+            wake_again: false,
             drained: false,
             results: Vec::new(),
             flushing: false,
@@ -206,16 +208,20 @@ impl Actor for WebhookSupervisor {
     }
 }
 
-/// New deliveries were committed.
+/// New deliveries for these endpoints were committed.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct DeliveriesCommitted;
+pub struct DeliveriesCommitted {
+    pub endpoint_ids: Vec<String>,
+}
 
 impl Handler<DeliveriesCommitted> for WebhookSupervisor {
     type Result = ();
 
-    fn handle(&mut self, _: DeliveriesCommitted, ctx: &mut Context<Self>) {
-        self.scan(false, ctx);
+    fn handle(&mut self, msg: DeliveriesCommitted, ctx: &mut Context<Self>) {
+        for endpoint_id in msg.endpoint_ids {
+            self.dispatcher(&endpoint_id, ctx).do_send(Wake);
+        }
     }
 }
 
@@ -230,7 +236,7 @@ impl Handler<EndpointChanged> for WebhookSupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: EndpointChanged, ctx: &mut Context<Self>) {
-        self.dispatcher(&msg.endpoint_id, ctx).do_send(Wake);
+        self.dispatcher(&msg.endpoint_id, ctx).do_send(Reload);
     }
 }
 
@@ -363,10 +369,16 @@ pub struct WebhookDispatcher {
     deps: WebhookDeps,
     client: awc::Client,
     supervisor: Addr<WebhookSupervisor>,
+    /// The endpoint as last loaded; `None` until a claim (re)loads it.
     endpoint: Option<Target>,
     queue: VecDeque<Claimed>,
+    /// Deliveries this dispatcher holds (queued, in flight or not yet recorded): never
+    /// claimed again while held, whatever their lease says.
+    held: HashSet<String>,
     in_flight: usize,
     claiming: bool,
+    /// A wake arrived while claiming: claim again after.
+    wake_again: bool,
     /// The last claim found fewer due deliveries than it asked for: wait for a wake or timer.
     drained: bool,
     results: Vec<Outcome>,
@@ -374,7 +386,7 @@ pub struct WebhookDispatcher {
     flush_scheduled: bool,
     timer: Option<(SpawnHandle, DateTime<Utc>)>,
     last_active: Instant,
-    /// The endpoint was deleted or disabled.
+    /// The endpoint was deleted or disabled: nothing more is sent until a reload says otherwise.
     gone: bool,
 }
 
@@ -385,11 +397,12 @@ impl Actor for WebhookDispatcher {
         ctx.run_interval(IDLE_AFTER / 2, |act, ctx| {
             let idle = act.in_flight == 0
                 && act.queue.is_empty()
+                && act.held.is_empty()
                 && act.results.is_empty()
                 && !act.claiming
                 && !act.flushing
                 && act.timer.is_none();
-            if act.gone || (idle && act.last_active.elapsed() >= IDLE_AFTER) {
+            if idle && (act.gone || act.last_active.elapsed() >= IDLE_AFTER) {
                 act.retire(ctx);
             }
         });
@@ -405,8 +418,30 @@ impl Handler<Wake> for WebhookDispatcher {
     type Result = ();
 
     fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        if self.claiming {
+            self.wake_again = true;
+        }
         self.drained = false;
+        self.fill(ctx);
+    }
+}
+
+/// The endpoint changed (deleted, disabled, enabled, new secret): reload it before sending
+/// anything more.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Reload;
+
+impl Handler<Reload> for WebhookDispatcher {
+    type Result = ();
+
+    fn handle(&mut self, _: Reload, ctx: &mut Context<Self>) {
+        self.endpoint = None;
         self.gone = false;
+        self.drained = false;
+        if self.claiming {
+            self.wake_again = true;
+        }
         self.fill(ctx);
     }
 }
@@ -420,19 +455,36 @@ impl WebhookDispatcher {
         ctx.stop();
     }
 
+    /// Drops what is queued: those deliveries stay claimed until their lease ends, and are then
+    /// failed or sent by whoever claims them next.
+    fn drop_queue(&mut self) {
+        for claimed in self.queue.drain(..) {
+            self.held.remove(&claimed.delivery_id);
+        }
+    }
+
     /// Starts queued attempts up to the limit, and claims more when the queue runs low.
     fn fill(&mut self, ctx: &mut Context<Self>) {
         if self.gone {
             return;
         }
         let max = self.deps.max_in_flight();
-        while self.in_flight < max {
-            let Some(claimed) = self.queue.pop_front() else {
-                break;
-            };
-            self.start_attempt(claimed, ctx);
+        if self.endpoint.is_some() {
+            while self.in_flight < max {
+                let Some(claimed) = self.queue.pop_front() else {
+                    break;
+                };
+                self.start_attempt(claimed, ctx);
+            }
         }
-        if !self.claiming && !self.drained && self.queue.len() <= max / 2 {
+        if self.claiming {
+            return;
+        }
+        if self.endpoint.is_none() {
+            // Load the endpoint (and claim what room allows) before sending anything.
+            let limit = (2 * max).saturating_sub(self.queue.len() + self.in_flight);
+            self.claim(limit, ctx);
+        } else if !self.drained && self.queue.len() <= max / 2 {
             let limit = (2 * max).saturating_sub(self.queue.len() + self.in_flight);
             if limit > 0 {
                 self.claim(limit, ctx);
@@ -442,18 +494,21 @@ impl WebhookDispatcher {
 
     fn claim(&mut self, limit: usize, ctx: &mut Context<Self>) {
         self.claiming = true;
+        self.wake_again = false;
         self.last_active = Instant::now();
         let deps = self.deps.clone();
         let endpoint_id = self.endpoint_id.clone();
+        let held: Vec<String> = self.held.iter().cloned().collect();
         ctx.spawn(
-            async move { claim_due(&deps, &endpoint_id, limit).await }
+            async move { claim_due(&deps, &endpoint_id, limit, held).await }
                 .into_actor(self)
                 .map(move |result, act, ctx| {
                     act.claiming = false;
                     match result {
                         Ok(Claim::Gone) => {
                             act.gone = true;
-                            act.queue.clear();
+                            act.endpoint = None;
+                            act.drop_queue();
                         }
                         Ok(Claim::Due {
                             target,
@@ -461,7 +516,11 @@ impl WebhookDispatcher {
                             next_due,
                         }) => {
                             act.endpoint = Some(target);
-                            act.drained = claimed.len() < limit;
+                            act.drained =
+                                claimed.len() < limit && !std::mem::take(&mut act.wake_again);
+                            for c in &claimed {
+                                act.held.insert(c.delivery_id.clone());
+                            }
                             act.queue.extend(claimed);
                             if let Some(at) = next_due {
                                 act.arm(at, ctx);
@@ -501,6 +560,7 @@ impl WebhookDispatcher {
 
     fn start_attempt(&mut self, claimed: Claimed, ctx: &mut Context<Self>) {
         let Some(target) = self.endpoint.clone() else {
+            self.queue.push_front(claimed);
             return;
         };
         self.in_flight += 1;
@@ -518,7 +578,7 @@ impl WebhookDispatcher {
                     if disables {
                         // The endpoint is about to be disabled: send nothing more to it.
                         act.gone = true;
-                        act.queue.clear();
+                        act.drop_queue();
                         act.flush(ctx);
                     } else {
                         act.schedule_flush(ctx);
@@ -550,30 +610,45 @@ impl WebhookDispatcher {
         let deps = self.deps.clone();
         let endpoint_id = self.endpoint_id.clone();
         ctx.spawn(
-            async move { record(&deps, &endpoint_id, outcomes).await }
-                .into_actor(self)
-                .map(|result, act, ctx| {
-                    act.flushing = false;
-                    match result {
-                        Ok(recorded) => {
-                            if recorded.disabled {
-                                act.gone = true;
-                                act.queue.clear();
-                            }
-                            if let Some(at) = recorded.next_retry {
-                                act.arm(at, ctx);
-                            }
+            async move {
+                let result = record(&deps, &endpoint_id, &outcomes).await;
+                (result, outcomes)
+            }
+            .into_actor(self)
+            .map(|(result, outcomes), act, ctx| {
+                act.flushing = false;
+                match result {
+                    Ok(recorded) => {
+                        for o in &outcomes {
+                            act.held.remove(&o.delivery_id);
                         }
-                        // The deliveries stay claimed until their lease ends, then are sent
-                        // again: at least once.
-                        Err(e) => {
-                            tracing::error!(endpoint = %act.endpoint_id, error = %e, "recording webhook attempts failed")
+                        if recorded.disabled {
+                            act.gone = true;
+                            act.drop_queue();
+                        }
+                        if let Some(at) = recorded.next_retry {
+                            act.arm(at, ctx);
                         }
                     }
-                    if !act.results.is_empty() {
-                        act.schedule_flush(ctx);
+                    // Kept and recorded again shortly; the deliveries stay held meanwhile.
+                    Err(e) => {
+                        tracing::error!(endpoint = %act.endpoint_id, error = %e, "recording webhook attempts failed; retrying");
+                        let mut kept = outcomes;
+                        kept.append(&mut act.results);
+                        act.results = kept;
+                        act.flush_scheduled = true;
+                        ctx.run_later(Duration::from_secs(1), |act, ctx| {
+                            act.flush_scheduled = false;
+                            act.flush(ctx);
+                        });
+                        return;
                     }
-                }),
+                }
+                if !act.results.is_empty() {
+                    act.schedule_flush(ctx);
+                }
+                act.fill(ctx);
+            }),
         );
     }
 }
@@ -587,8 +662,50 @@ enum Claim {
     },
 }
 
-/// Loads the endpoint and claims up to `limit` due deliveries of it.
-async fn claim_due(deps: &WebhookDeps, endpoint_id: &str, limit: usize) -> Result<Claim, DbErr> {
+/// Disables an endpoint (if still ACTIVE), fails its pending deliveries and audits it, in `tx`.
+async fn disable_endpoint(tx: &WriteTx, endpoint_id: &str, reason: &str) -> Result<bool, DbErr> {
+    let now = time::now();
+    let changed = webhook_endpoint::Entity::update_many()
+        .col_expr(
+            webhook_endpoint::Column::Status,
+            Expr::value(WebhookStatus::Disabled.as_str()),
+        )
+        .col_expr(
+            webhook_endpoint::Column::DisabledReason,
+            Expr::value(reason),
+        )
+        .col_expr(webhook_endpoint::Column::DisabledAt, Expr::value(now))
+        .col_expr(webhook_endpoint::Column::UpdatedAt, Expr::value(now))
+        .filter(webhook_endpoint::Column::Id.eq(endpoint_id))
+        .filter(webhook_endpoint::Column::Status.eq(WebhookStatus::Active))
+        .exec(&**tx)
+        .await?
+        .rows_affected;
+    if changed != 1 {
+        return Ok(false);
+    }
+    let failed = fail_pending(&**tx, endpoint_id, &format!("endpoint disabled: {reason}")).await?;
+    insert_audit(
+        &**tx,
+        system_entry(
+            "WEBHOOK_DISABLED",
+            "webhook_endpoint",
+            endpoint_id,
+            json!({"before": {"status": "ACTIVE"}, "after": {"status": "DISABLED"}, "disabled_reason": reason, "pending_deliveries_failed": failed}),
+        ),
+    )
+    .await?;
+    tracing::warn!(endpoint = %endpoint_id, %reason, "webhook endpoint disabled");
+    Ok(true)
+}
+
+/// Loads the endpoint and claims up to `limit` due deliveries of it, none of `held`.
+async fn claim_due(
+    deps: &WebhookDeps,
+    endpoint_id: &str,
+    limit: usize,
+    held: Vec<String>,
+) -> Result<Claim, DbErr> {
     let db = &deps.db;
     let endpoint = webhook_endpoint::Entity::find_by_id(endpoint_id)
         .one(&db.conn)
@@ -609,27 +726,49 @@ async fn claim_due(deps: &WebhookDeps, endpoint_id: &str, limit: usize) -> Resul
             return Ok(Claim::Gone);
         }
     };
-    let target = target_of(deps, &endpoint)?;
-    let now = time::now();
-    let due = || {
-        webhook_delivery::Entity::find()
+    let target = match target_of(deps, &endpoint) {
+        Ok(target) => target,
+        Err(e) => {
+            tracing::error!(endpoint = %endpoint_id, error = %e, "webhook secret cannot be opened");
+            let tx = db.begin_write().await?;
+            disable_endpoint(
+                &tx,
+                endpoint_id,
+                "its signing secret cannot be opened (was auth.key_pepper changed?); rotate the secret, then enable the endpoint",
+            )
+            .await?;
+            tx.commit().await?;
+            return Ok(Claim::Gone);
+        }
+    };
+    let due = |now: DateTime<Utc>| {
+        let mut select = webhook_delivery::Entity::find()
             .filter(webhook_delivery::Column::EndpointId.eq(endpoint_id))
             .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Pending))
-            .filter(webhook_delivery::Column::NextAttemptAt.lte(now))
+            .filter(webhook_delivery::Column::NextAttemptAt.lte(now));
+        if !held.is_empty() {
+            select = select.filter(webhook_delivery::Column::Id.is_not_in(held.clone()));
+        }
+        select
     };
     // A read first, so an endpoint with nothing due never takes the write lock.
-    let any_due = due()
-        .select_only()
-        .column(webhook_delivery::Column::Id)
-        .limit(1)
-        .into_tuple::<String>()
-        .one(&db.conn)
-        .await?
-        .is_some();
+    let any_due = limit > 0
+        && due(time::now())
+            .select_only()
+            .column(webhook_delivery::Column::Id)
+            .limit(1)
+            .into_tuple::<String>()
+            .one(&db.conn)
+            .await?
+            .is_some();
     let mut claimed = Vec::new();
     if any_due {
         let tx = db.begin_write().await?;
-        let mut select = due()
+        // The clock is read once the lock is held, so waiting for it never eats the lease.
+        let now = time::now();
+        // Retries first: a backlog of first attempts never pushes a retry past its time.
+        let mut select = due(now)
+            .order_by_desc(webhook_delivery::Column::AttemptCount)
             .order_by_asc(webhook_delivery::Column::NextAttemptAt)
             .order_by_asc(webhook_delivery::Column::Id)
             .limit(u64::try_from(limit).unwrap_or(64));
@@ -713,7 +852,8 @@ async fn mark_failed(tx: &WriteTx, delivery_id: &str, reason: &str) -> Result<()
     Ok(())
 }
 
-/// The keys that sign now: the current secret, and the previous one within its grace.
+/// The keys that sign now: the current secret, and the previous one within its grace (skipped
+/// with a warning if it cannot be opened).
 fn target_of(deps: &WebhookDeps, endpoint: &webhook_endpoint::Model) -> Result<Target, DbErr> {
     let open = |sealed: &str| -> Result<Vec<u8>, DbErr> {
         let secret = deps
@@ -729,7 +869,12 @@ fn target_of(deps: &WebhookDeps, endpoint: &webhook_endpoint::Model) -> Result<T
         endpoint.previous_secret_expires_at,
     ) && until > time::now()
     {
-        keys.push(open(previous)?);
+        match open(previous) {
+            Ok(key) => keys.push(key),
+            Err(e) => {
+                tracing::warn!(endpoint = %endpoint.id, error = %e, "the previous webhook secret cannot be opened; signing with the current one only")
+            }
+        }
     }
     Ok(Target {
         url: Arc::from(endpoint.url.as_str()),
@@ -817,15 +962,28 @@ struct Recorded {
     next_retry: Option<DateTime<Utc>>,
 }
 
-/// Records outcomes: attempts, successes in one statement, failures with their next retry or
-/// their end, and the endpoint disabled when a delivery ran out of retries or got a 410.
+/// Records outcomes: attempts, successes, failures with their next retry or their end, and
+/// the endpoint disabled when a delivery ran out of retries or got a 410. Each delivery update
+/// holds only if the delivery is still at the attempt this outcome belongs to, so a stale or
+/// repeated outcome changes nothing.
 async fn record(
     deps: &WebhookDeps,
     endpoint_id: &str,
-    outcomes: Vec<Outcome>,
+    outcomes: &[Outcome],
 ) -> Result<Recorded, DbErr> {
-    let now = time::now();
+    let schedule = &deps.settings.retry_schedule_ms;
     let tx = deps.db.begin_write().await?;
+    let now = time::now();
+    if deps.db.backend() == DatabaseBackend::Postgres
+        && outcomes.iter().any(|o| o.disables(schedule))
+    {
+        // The endpoint row first, as every disabling transaction takes it: no lock cycle with
+        // another instance disabling the same endpoint.
+        webhook_endpoint::Entity::find_by_id(endpoint_id)
+            .lock_exclusive()
+            .one(&*tx)
+            .await?;
+    }
     for chunk in outcomes.chunks(500) {
         let rows: Vec<webhook_attempt::ActiveModel> = chunk
             .iter()
@@ -853,37 +1011,37 @@ async fn record(
             .exec_without_returning(&*tx)
             .await?;
     }
-    let succeeded: Vec<String> = outcomes
-        .iter()
-        .filter(|o| o.succeeded())
-        .map(|o| o.delivery_id.clone())
-        .collect();
-    for chunk in succeeded.chunks(500) {
-        webhook_delivery::Entity::update_many()
-            .col_expr(
-                webhook_delivery::Column::Status,
-                Expr::value(DeliveryStatus::Succeeded.as_str()),
-            )
-            .col_expr(
-                webhook_delivery::Column::AttemptCount,
-                sea_orm::sea_query::ExprTrait::add(
-                    Expr::col(webhook_delivery::Column::AttemptCount),
-                    1,
-                ),
-            )
-            .col_expr(
-                webhook_delivery::Column::NextAttemptAt,
-                Expr::value(Option::<DateTime<Utc>>::None),
-            )
-            .col_expr(
-                webhook_delivery::Column::LastError,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
-            .col_expr(webhook_delivery::Column::CompletedAt, Expr::value(now))
-            .filter(webhook_delivery::Column::Id.is_in(chunk.to_vec()))
-            .exec(&*tx)
-            .await?;
+    // Successes, one statement per attempt number (nearly always just 1).
+    let mut succeeded: BTreeMap<i32, Vec<String>> = BTreeMap::new();
+    for o in outcomes.iter().filter(|o| o.succeeded()) {
+        succeeded
+            .entry(o.attempt)
+            .or_default()
+            .push(o.delivery_id.clone());
+    }
+    for (attempt, ids) in succeeded {
+        for chunk in ids.chunks(500) {
+            webhook_delivery::Entity::update_many()
+                .col_expr(
+                    webhook_delivery::Column::Status,
+                    Expr::value(DeliveryStatus::Succeeded.as_str()),
+                )
+                .col_expr(webhook_delivery::Column::AttemptCount, Expr::value(attempt))
+                .col_expr(
+                    webhook_delivery::Column::NextAttemptAt,
+                    Expr::value(Option::<DateTime<Utc>>::None),
+                )
+                .col_expr(
+                    webhook_delivery::Column::LastError,
+                    Expr::value(Option::<String>::None),
+                )
+                .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
+                .col_expr(webhook_delivery::Column::CompletedAt, Expr::value(now))
+                .filter(webhook_delivery::Column::Id.is_in(chunk.to_vec()))
+                .filter(webhook_delivery::Column::AttemptCount.eq(attempt - 1))
+                .exec(&*tx)
+                .await?;
+        }
     }
     let mut disable: Option<String> = None;
     let mut next_retry: Option<DateTime<Utc>> = None;
@@ -893,28 +1051,26 @@ async fn record(
         let decision = if gone {
             AfterFailure::GiveUp
         } else {
-            after_failure(&deps.settings.retry_schedule_ms, o.retries_used, o.manual)
+            after_failure(schedule, o.retries_used, o.manual)
         };
         let mut update = webhook_delivery::Entity::update_many()
             .col_expr(
                 webhook_delivery::Column::AttemptCount,
-                sea_orm::sea_query::ExprTrait::add(
-                    Expr::col(webhook_delivery::Column::AttemptCount),
-                    1,
-                ),
+                Expr::value(o.attempt),
             )
             .col_expr(
                 webhook_delivery::Column::LastError,
                 Expr::value(error.clone()),
             )
             .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now));
+        let mut retry_at = None;
         match decision {
             AfterFailure::RetryIn { delay_ms, retry } => {
                 let at = now
                     + chrono::Duration::milliseconds(
                         i64::try_from(delay_ms).unwrap_or(i64::MAX / 4),
                     );
-                next_retry = Some(next_retry.map_or(at, |n| n.min(at)));
+                retry_at = Some(at);
                 update = update
                     .col_expr(webhook_delivery::Column::RetriesUsed, Expr::value(retry))
                     .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(at));
@@ -930,60 +1086,37 @@ async fn record(
                         Expr::value(Option::<DateTime<Utc>>::None),
                     )
                     .col_expr(webhook_delivery::Column::CompletedAt, Expr::value(now));
-                if gone {
-                    disable = Some(format!(
-                        "the receiver answered 410 Gone to delivery {}",
-                        o.delivery_id
-                    ));
-                } else if !o.manual && disable.is_none() {
-                    disable = Some(format!(
-                        "delivery {} failed {} attempts; last error: {error}",
-                        o.delivery_id, o.attempt
-                    ));
-                }
             }
         }
-        update
+        let changed = update
             .filter(webhook_delivery::Column::Id.eq(o.delivery_id.as_str()))
             .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Pending))
-            .exec(&*tx)
-            .await?;
-    }
-    let mut disabled = false;
-    if let Some(reason) = disable {
-        let changed = webhook_endpoint::Entity::update_many()
-            .col_expr(
-                webhook_endpoint::Column::Status,
-                Expr::value(WebhookStatus::Disabled.as_str()),
-            )
-            .col_expr(
-                webhook_endpoint::Column::DisabledReason,
-                Expr::value(reason.as_str()),
-            )
-            .col_expr(webhook_endpoint::Column::DisabledAt, Expr::value(now))
-            .col_expr(webhook_endpoint::Column::UpdatedAt, Expr::value(now))
-            .filter(webhook_endpoint::Column::Id.eq(endpoint_id))
-            .filter(webhook_endpoint::Column::Status.eq(WebhookStatus::Active))
+            .filter(webhook_delivery::Column::AttemptCount.eq(o.attempt - 1))
             .exec(&*tx)
             .await?
             .rows_affected;
-        if changed == 1 {
-            let failed =
-                fail_pending(&*tx, endpoint_id, &format!("endpoint disabled: {reason}")).await?;
-            insert_audit(
-                &*tx,
-                system_entry(
-                    "WEBHOOK_DISABLED",
-                    "webhook_endpoint",
-                    endpoint_id,
-                    json!({"before": {"status": "ACTIVE"}, "after": {"status": "DISABLED"}, "disabled_reason": reason, "pending_deliveries_failed": failed}),
-                ),
-            )
-            .await?;
-            tracing::warn!(endpoint = %endpoint_id, %reason, "webhook endpoint disabled");
-            disabled = true;
+        if changed != 1 {
+            // Stale: this delivery moved on (failed with its endpoint, or retried by hand).
+            continue;
+        }
+        if let Some(at) = retry_at {
+            next_retry = Some(next_retry.map_or(at, |n| n.min(at)));
+        } else if gone {
+            disable = Some(format!(
+                "the receiver answered 410 Gone to delivery {}",
+                o.delivery_id
+            ));
+        } else if !o.manual && disable.is_none() {
+            disable = Some(format!(
+                "delivery {} failed {} attempts; last error: {error}",
+                o.delivery_id, o.attempt
+            ));
         }
     }
+    let disabled = match disable {
+        Some(reason) => disable_endpoint(&tx, endpoint_id, &reason).await?,
+        None => false,
+    };
     tx.commit().await?;
     Ok(Recorded {
         disabled,

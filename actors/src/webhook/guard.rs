@@ -30,7 +30,8 @@ pub fn non_public_kind(ip: IpAddr) -> Option<&'static str> {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return v4_kind(v4);
             }
-            let first = v6.segments()[0];
+            let segments = v6.segments();
+            let first = segments[0];
             if v6.is_loopback() {
                 Some("loopback")
             } else if v6.is_unspecified() {
@@ -39,8 +40,17 @@ pub fn non_public_kind(ip: IpAddr) -> Option<&'static str> {
                 Some("multicast")
             } else if first & 0xfe00 == 0xfc00 {
                 Some("private")
-            } else if first & 0xffc0 == 0xfe80 {
+            } else if first & 0xffc0 == 0xfe80 || first & 0xffc0 == 0xfec0 {
                 Some("link-local")
+            } else if first == 0x64 && segments[1] == 0xff9b {
+                // NAT64 (64:ff9b::/96, 64:ff9b:1::/48): reaches IPv4 addresses through a gateway.
+                Some("translated")
+            } else if first == 0x2002 {
+                // 6to4: an IPv4 address inside.
+                Some("translated")
+            } else if segments[..6].iter().all(|s| *s == 0) {
+                // IPv4-compatible (::a.b.c.d).
+                Some("translated")
             } else {
                 None
             }
@@ -60,8 +70,12 @@ fn v4_kind(v4: Ipv4Addr) -> Option<&'static str> {
         Some("multicast")
     } else if v4.is_unspecified() || a == 0 {
         Some("unspecified")
-    } else if v4.is_broadcast() {
-        Some("broadcast")
+    } else if v4.is_broadcast()
+        || a >= 240
+        || (a == 192 && b == 0 && v4.octets()[2] == 0)
+        || (a == 198 && (18..20).contains(&b))
+    {
+        Some("reserved")
     } else {
         None
     }
@@ -72,7 +86,7 @@ impl GuardPolicy {
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), Refused> {
         match non_public_kind(ip) {
             Some(kind) if !self.allow_private_networks => Err(Refused(format!(
-                "the host resolves to {ip}, a {kind} address; private networks are refused \
+                "the host is or resolves to a {kind} address; private networks are refused \
                  unless webhooks.allow_private_networks is true"
             ))),
             _ => Ok(()),
@@ -157,6 +171,12 @@ impl Resolve for GuardedResolver {
         port: u16,
     ) -> LocalBoxFuture<'a, Result<Vec<SocketAddr>, Box<dyn std::error::Error>>> {
         Box::pin(async move {
+            // An IPv6 literal arrives with its brackets.
+            let bare = host.trim_start_matches('[').trim_end_matches(']');
+            if let Ok(ip) = bare.parse::<IpAddr>() {
+                self.0.check_ip(ip)?;
+                return Ok(vec![SocketAddr::new(ip, port)]);
+            }
             let addrs = resolve(host, port).await?;
             for addr in &addrs {
                 self.0.check_ip(addr.ip())?;
@@ -195,7 +215,13 @@ mod tests {
             ("169.254.169.254", "link-local"),
             ("224.0.0.1", "multicast"),
             ("0.0.0.0", "unspecified"),
-            ("255.255.255.255", "broadcast"),
+            ("255.255.255.255", "reserved"),
+            ("240.0.0.1", "reserved"),
+            ("198.18.0.1", "reserved"),
+            ("64:ff9b::a00:5", "translated"),
+            ("2002:a00:1::1", "translated"),
+            ("::a00:1", "translated"),
+            ("fec0::1", "link-local"),
             ("::1", "loopback"),
             ("::", "unspecified"),
             ("fd00::1", "private"),

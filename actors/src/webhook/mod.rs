@@ -163,7 +163,7 @@ pub async fn insert_deliveries(
             .exec_without_returning(&**tx)
             .await?;
     }
-    tx.wrote_deliveries();
+    tx.wrote_deliveries(rows.iter().map(|r| r.endpoint_id.clone()));
     Ok(())
 }
 

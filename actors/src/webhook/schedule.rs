@@ -1,5 +1,6 @@
 //! When the next attempt of a failed delivery is due (CONTRACT §10): the retry's delay from
-//! `webhooks.retry_schedule_ms`, plus up to 20 % (jitter only upward).
+//! `webhooks.retry_schedule_ms`, plus a jitter of up to 10 % (only upward), which leaves the
+//! rest of the contract's 20 % for claiming and scheduling.
 
 use rand::Rng;
 
@@ -22,7 +23,7 @@ pub fn after_failure(schedule: &[u64], retries_used: i32, manual: bool) -> After
     };
     match schedule.get(index) {
         Some(&base) => AfterFailure::RetryIn {
-            delay_ms: with_jitter(base, rand::thread_rng().gen_range(0.0..=0.2)),
+            delay_ms: with_jitter(base, rand::thread_rng().gen_range(0.0..=0.1)),
             retry: retries_used + 1,
         },
         None => AfterFailure::GiveUp,
@@ -48,7 +49,7 @@ mod tests {
                     AfterFailure::RetryIn { delay_ms, retry } => {
                         let base = schedule[used as usize];
                         assert!(
-                            delay_ms >= base && delay_ms <= base + base / 5,
+                            delay_ms >= base && delay_ms <= base + base / 10,
                             "{delay_ms}"
                         );
                         assert_eq!(retry, used + 1);
