@@ -16,6 +16,7 @@ mod m20260302_000005_create_treasury_transfers;
 mod m20260302_000006_add_payout_job;
 mod m20260302_000007_add_employee_name_lower;
 mod m20260303_000001_create_webhooks;
+mod m20260303_000002_add_delivery_claim_index;
 
 pub struct Migrator;
 
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260302_000006_add_payout_job::Migration),
             Box::new(m20260302_000007_add_employee_name_lower::Migration),
             Box::new(m20260303_000001_create_webhooks::Migration),
+            Box::new(m20260303_000002_add_delivery_claim_index::Migration),
         ]
     }
 }

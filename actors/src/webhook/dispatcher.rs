@@ -766,16 +766,30 @@ async fn claim_due(
         let tx = db.begin_write().await?;
         // The clock is read once the lock is held, so waiting for it never eats the lease.
         let now = time::now();
-        // Retries first: a backlog of first attempts never pushes a retry past its time.
-        let mut select = due(now)
-            .order_by_desc(webhook_delivery::Column::AttemptCount)
-            .order_by_asc(webhook_delivery::Column::NextAttemptAt)
-            .order_by_asc(webhook_delivery::Column::Id)
-            .limit(u64::try_from(limit).unwrap_or(64));
-        if db.backend() == DatabaseBackend::Postgres {
-            select = select.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+        // Retries first, so a backlog of first attempts never pushes a retry past its time;
+        // each query walks the claim index in due order.
+        let postgres = db.backend() == DatabaseBackend::Postgres;
+        let mut rows = Vec::new();
+        for retries in [true, false] {
+            let room = limit.saturating_sub(rows.len());
+            if room == 0 {
+                break;
+            }
+            let mut select = due(now);
+            select = if retries {
+                select.filter(webhook_delivery::Column::AttemptCount.gt(0))
+            } else {
+                select.filter(webhook_delivery::Column::AttemptCount.eq(0))
+            };
+            let mut select = select
+                .order_by_asc(webhook_delivery::Column::NextAttemptAt)
+                .order_by_asc(webhook_delivery::Column::Id)
+                .limit(u64::try_from(room).unwrap_or(64));
+            if postgres {
+                select = select.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+            }
+            rows.extend(select.all(&*tx).await?);
         }
-        let rows = select.all(&*tx).await?;
         if !rows.is_empty() {
             let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
             webhook_delivery::Entity::update_many()
@@ -816,15 +830,30 @@ async fn claim_due(
         }
         tx.commit().await?;
     }
-    let next_due: Option<DateTime<Utc>> = webhook_delivery::Entity::find()
-        .select_only()
-        .column_as(webhook_delivery::Column::NextAttemptAt.min(), "next")
-        .filter(webhook_delivery::Column::EndpointId.eq(endpoint_id))
-        .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Pending))
-        .into_tuple::<Option<DateTime<Utc>>>()
-        .one(&db.conn)
-        .await?
-        .flatten();
+    // The earliest due time, asked of first attempts and retries apart so each walks the
+    // claim index instead of every pending row.
+    let mut next_due: Option<DateTime<Utc>> = None;
+    for retries in [true, false] {
+        let select = webhook_delivery::Entity::find()
+            .select_only()
+            .column_as(webhook_delivery::Column::NextAttemptAt.min(), "next")
+            .filter(webhook_delivery::Column::EndpointId.eq(endpoint_id))
+            .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Pending));
+        let select = if retries {
+            select.filter(webhook_delivery::Column::AttemptCount.gt(0))
+        } else {
+            select.filter(webhook_delivery::Column::AttemptCount.eq(0))
+        };
+        let at = select
+            .into_tuple::<Option<DateTime<Utc>>>()
+            .one(&db.conn)
+            .await?
+            .flatten();
+        next_due = match (next_due, at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
     Ok(Claim::Due {
         target,
         claimed,
