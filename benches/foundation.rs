@@ -7,6 +7,10 @@
 //! ```
 //! `PAYROLL_BENCH_EMPLOYEES` changes the count (default 100000).
 
+mod common;
+
+use common::fresh_schema;
+
 use std::time::{Duration, Instant};
 
 use payroll::{auth, config::Settings, startup::Application};
@@ -40,17 +44,6 @@ fn main() {
             }
         }
     });
-}
-
-async fn fresh_schema(base: &str) -> anyhow::Result<String> {
-    use sea_orm::{ConnectionTrait, Database};
-    let schema = format!("bench_{}", ulid::Ulid::new().to_string().to_lowercase());
-    let conn = Database::connect(base).await?;
-    conn.execute_unprepared(&format!("CREATE SCHEMA {schema}"))
-        .await?;
-    conn.close().await?;
-    let sep = if base.contains('?') { '&' } else { '?' };
-    Ok(format!("{base}{sep}options=-c%20search_path%3D{schema}"))
 }
 
 async fn run(target: &Target, count: usize) -> anyhow::Result<()> {

@@ -11,6 +11,10 @@
 //! `PAYROLL_BENCH_EVENTS` changes the count (default 100000); `PAYROLL_BENCH_NO_DEAD=1` leaves
 //! the dead endpoint out, for comparison.
 
+mod common;
+
+use common::{fresh_schema, peak_mb};
+
 use std::{
     process::{Command, Stdio},
     sync::{
@@ -50,29 +54,6 @@ fn main() {
             }
         }
     });
-}
-
-async fn fresh_schema(base: &str) -> anyhow::Result<String> {
-    use sea_orm::{ConnectionTrait, Database};
-    let schema = format!("bench_{}", ulid::Ulid::new().to_string().to_lowercase());
-    let conn = Database::connect(base).await?;
-    conn.execute_unprepared(&format!("CREATE SCHEMA {schema}"))
-        .await?;
-    conn.close().await?;
-    let sep = if base.contains('?') { '&' } else { '?' };
-    Ok(format!("{base}{sep}options=-c%20search_path%3D{schema}"))
-}
-
-fn peak_mb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 /// A receiver answering 200 at once, counting what it got.

@@ -25,6 +25,22 @@ pub const EVENT_KINDS: &[&str] = &[
     "webhook.test",
 ];
 
+/// The canonical name of an event kind or subscription: `run.X` is an alias of `payroll.run.X`.
+pub fn canonical_name(name: &str) -> String {
+    match name.strip_prefix("run.") {
+        Some(rest) => format!("payroll.run.{rest}"),
+        None => name.to_owned(),
+    }
+}
+
+/// The canonical kind `name` stands for, if it is a known kind or alias.
+pub fn known_kind(name: &str) -> Option<String> {
+    let canonical = canonical_name(name);
+    EVENT_KINDS
+        .contains(&canonical.as_str())
+        .then_some(canonical)
+}
+
 pub fn run_event(kind: &str, run: &payroll_run::Model, job: Option<&job::Model>) -> event::Model {
     event::Model {
         id: ids::new_id(ids::IdKind::Event),

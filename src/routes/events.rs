@@ -1,7 +1,7 @@
 //! `/events`: every event the service emitted (CONTRACT §5, §8), newest first.
 
 use actix_web::HttpResponse;
-use payroll_actors::events::EVENT_KINDS;
+use payroll_actors::events::{EVENT_KINDS, known_kind};
 use payroll_entities::event;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 
@@ -26,20 +26,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     query.finish(&["type", "created_after", "limit", "offset"])?;
     let mut select = event::Entity::find();
     if let Some(kind) = kind {
-        // `run.X` is an alias of `payroll.run.X`.
-        let canonical = match kind.strip_prefix("run.") {
-            Some(rest) => format!("payroll.run.{rest}"),
-            None => kind.clone(),
-        };
-        if !EVENT_KINDS.contains(&canonical.as_str()) {
-            return Err(ApiError::query(vec![FieldError::new(
-                "type",
-                format!(
-                    "unknown event kind `{kind}`; known: {}",
-                    EVENT_KINDS.join(", ")
-                ),
-            )]));
-        }
+        let canonical = kind_filter("type", &kind)?;
         select = select.filter(event::Column::EventType.eq(canonical));
     }
     if let Some(after) = created_after {
@@ -57,4 +44,18 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .map(EventResource::from)
         .collect();
     req.list(&items, page, total)
+}
+
+/// The canonical kind of a `type`-like query value (`run.X` aliases included), or a 400 naming
+/// `field` and the known kinds.
+pub fn kind_filter(field: &str, raw: &str) -> Result<String, ApiError> {
+    known_kind(raw).ok_or_else(|| {
+        ApiError::query(vec![FieldError::new(
+            field,
+            format!(
+                "unknown event kind `{raw}`; known: {}",
+                EVENT_KINDS.join(", ")
+            ),
+        )])
+    })
 }

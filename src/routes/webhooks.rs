@@ -5,12 +5,9 @@ use std::collections::HashMap;
 
 use actix_web::{HttpResponse, http::StatusCode};
 use chrono::{DateTime, Utc};
-use payroll_actors::{
-    events::EVENT_KINDS,
-    webhook::{
-        dispatcher::EndpointChanged, fail_pending, insert_deliveries, is_valid_pattern,
-        new_delivery, signing, valid_patterns_hint,
-    },
+use payroll_actors::webhook::{
+    dispatcher::EndpointChanged, fail_pending, insert_deliveries, is_valid_pattern, new_delivery,
+    signing, valid_patterns_hint,
 };
 use payroll_entities::{
     DeliveryStatus, WebhookStatus, event, ids, time, webhook_attempt, webhook_delivery,
@@ -455,7 +452,6 @@ pub async fn test(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     if endpoint.status != WebhookStatus::Active {
         return Err(not_active(&endpoint, "test"));
     }
-    debug_assert!(EVENT_KINDS.contains(&"webhook.test"));
     let event = event::Model {
         id: ids::new_id(ids::IdKind::Event),
         event_type: "webhook.test".to_owned(),
@@ -504,19 +500,7 @@ pub async fn deliveries(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         select = select.filter(webhook_delivery::Column::Status.eq(status));
     }
     if let Some(kind) = event_type {
-        let canonical = match kind.strip_prefix("run.") {
-            Some(rest) => format!("payroll.run.{rest}"),
-            None => kind.clone(),
-        };
-        if !EVENT_KINDS.contains(&canonical.as_str()) {
-            return Err(ApiError::query(vec![FieldError::new(
-                "event_type",
-                format!(
-                    "unknown event kind `{kind}`; one of {}",
-                    EVENT_KINDS.join(", ")
-                ),
-            )]));
-        }
+        let canonical = super::events::kind_filter("event_type", &kind)?;
         select = select.filter(webhook_delivery::Column::EventType.eq(canonical));
     }
     let total = select.clone().count(db).await?;

@@ -23,14 +23,14 @@ use payroll_entities::{
     webhook_attempt, webhook_delivery, webhook_endpoint,
 };
 use sea_orm::{
-    ColumnTrait, DatabaseBackend, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
-    QuerySelect,
+    ColumnTrait, Condition, DatabaseBackend, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
+    QueryOrder, QuerySelect,
     sea_query::{Expr, LockBehavior, LockType, OnConflict},
 };
 use serde_json::json;
 
 use super::{
-    WebhookSettings, fail_pending,
+    WebhookSettings, fail_deliveries, fail_pending,
     guard::{GuardPolicy, GuardedResolver, literal_ip},
     schedule::{AfterFailure, after_failure},
     sealing::SecretBox,
@@ -255,19 +255,6 @@ impl Handler<Retire> for WebhookSupervisor {
         if self.dispatchers.get(&msg.endpoint_id) == Some(&msg.addr) {
             self.dispatchers.remove(&msg.endpoint_id);
         }
-    }
-}
-
-/// How many dispatchers are alive (for tests and the status page).
-#[derive(Message)]
-#[rtype(result = "usize")]
-pub struct CountDispatchers;
-
-impl Handler<CountDispatchers> for WebhookSupervisor {
-    type Result = usize;
-
-    fn handle(&mut self, _: CountDispatchers, _: &mut Context<Self>) -> usize {
-        self.dispatchers.values().filter(|a| a.connected()).count()
     }
 }
 
@@ -814,7 +801,12 @@ async fn claim_due(
                         .map_err(|e| DbErr::Custom(e.to_string()))?,
                     None => {
                         // An event row never goes away; a delivery without one cannot be sent.
-                        mark_failed(&tx, &row.id, "the event no longer exists").await?;
+                        fail_deliveries(
+                            &*tx,
+                            Condition::all().add(webhook_delivery::Column::Id.eq(row.id.as_str())),
+                            "the event no longer exists",
+                        )
+                        .await?;
                         continue;
                     }
                 };
@@ -859,26 +851,6 @@ async fn claim_due(
         claimed,
         next_due,
     })
-}
-
-async fn mark_failed(tx: &WriteTx, delivery_id: &str, reason: &str) -> Result<(), DbErr> {
-    let now = time::now();
-    webhook_delivery::Entity::update_many()
-        .col_expr(
-            webhook_delivery::Column::Status,
-            Expr::value(DeliveryStatus::Failed.as_str()),
-        )
-        .col_expr(
-            webhook_delivery::Column::NextAttemptAt,
-            Expr::value(Option::<DateTime<Utc>>::None),
-        )
-        .col_expr(webhook_delivery::Column::LastError, Expr::value(reason))
-        .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
-        .col_expr(webhook_delivery::Column::CompletedAt, Expr::value(now))
-        .filter(webhook_delivery::Column::Id.eq(delivery_id))
-        .exec(&**tx)
-        .await?;
-    Ok(())
 }
 
 /// The keys that sign now: the current secret, and the previous one within its grace (skipped

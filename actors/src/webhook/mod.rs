@@ -12,11 +12,12 @@ use payroll_entities::{
     webhook_endpoint,
 };
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect,
+    ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
+    QuerySelect, sea_query::Expr,
 };
 use serde::Deserialize;
 
-use crate::events::EVENT_KINDS;
+use crate::events::{EVENT_KINDS, canonical_name as canonical};
 
 /// `webhooks.*` (CONTRACT §13).
 #[derive(Debug, Clone, Deserialize)]
@@ -44,14 +45,6 @@ impl WebhookSettings {
 
 /// The wildcards an endpoint may subscribe to, beside every kind and its `run.` alias.
 pub const WILDCARDS: &[&str] = &["*", "payroll.run.*", "run.*", "payout.*"];
-
-/// The canonical form of a subscription: `run.X` is `payroll.run.X`.
-fn canonical(pattern: &str) -> String {
-    match pattern.strip_prefix("run.") {
-        Some(rest) => format!("payroll.run.{rest}"),
-        None => pattern.to_owned(),
-    }
-}
 
 /// Whether `pattern` is a known kind, alias or wildcard.
 pub fn is_valid_pattern(pattern: &str) -> bool {
@@ -167,39 +160,45 @@ pub async fn insert_deliveries(
     Ok(())
 }
 
-/// Fails every PENDING delivery of an endpoint (it was disabled or deleted).
-pub async fn fail_pending<C: ConnectionTrait>(
+/// Fails the deliveries `condition` selects, with `reason` as their last error.
+pub async fn fail_deliveries<C: ConnectionTrait>(
     conn: &C,
-    endpoint_id: &str,
+    condition: Condition,
     reason: &str,
 ) -> Result<u64, DbErr> {
     let now = time::now();
     Ok(webhook_delivery::Entity::update_many()
         .col_expr(
             webhook_delivery::Column::Status,
-            sea_orm::sea_query::Expr::value(DeliveryStatus::Failed.as_str()),
+            Expr::value(DeliveryStatus::Failed.as_str()),
         )
         .col_expr(
             webhook_delivery::Column::NextAttemptAt,
-            sea_orm::sea_query::Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+            Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
         )
-        .col_expr(
-            webhook_delivery::Column::LastError,
-            sea_orm::sea_query::Expr::value(reason),
-        )
-        .col_expr(
-            webhook_delivery::Column::UpdatedAt,
-            sea_orm::sea_query::Expr::value(now),
-        )
-        .col_expr(
-            webhook_delivery::Column::CompletedAt,
-            sea_orm::sea_query::Expr::value(now),
-        )
-        .filter(webhook_delivery::Column::EndpointId.eq(endpoint_id))
-        .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Pending))
+        .col_expr(webhook_delivery::Column::LastError, Expr::value(reason))
+        .col_expr(webhook_delivery::Column::UpdatedAt, Expr::value(now))
+        .col_expr(webhook_delivery::Column::CompletedAt, Expr::value(now))
+        .filter(condition)
         .exec(conn)
         .await?
         .rows_affected)
+}
+
+/// Fails every PENDING delivery of an endpoint (it was disabled or deleted).
+pub async fn fail_pending<C: ConnectionTrait>(
+    conn: &C,
+    endpoint_id: &str,
+    reason: &str,
+) -> Result<u64, DbErr> {
+    fail_deliveries(
+        conn,
+        Condition::all()
+            .add(webhook_delivery::Column::EndpointId.eq(endpoint_id))
+            .add(webhook_delivery::Column::Status.eq(DeliveryStatus::Pending)),
+        reason,
+    )
+    .await
 }
 
 #[cfg(test)]
