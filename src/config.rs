@@ -300,6 +300,7 @@ impl Settings {
                 self.runs.idle_actor_timeout_ms,
                 DAY_MS,
             ),
+            ("runs.lease_ttl_ms", self.runs.lease_ttl_ms, DAY_MS),
             (
                 "exchange.reconcile_grace_ms",
                 self.exchange.reconcile_grace_ms,
@@ -324,6 +325,12 @@ impl Settings {
             if value > max {
                 return Err(ConfigError(format!("{key}: at most {max}")));
             }
+        }
+        if self.runs.lease_ttl_ms < 300 {
+            return bad(
+                "runs.lease_ttl_ms",
+                "at least 300 ms: a lease is renewed three times per lease",
+            );
         }
         if self.runs.poll_interval_ms == 0 || self.runs.funds_watch_interval_ms == 0 {
             return bad("runs.poll_interval_ms", "intervals must be at least 1 ms");

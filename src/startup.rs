@@ -8,10 +8,18 @@ use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
 use anyhow::Context;
 use payroll_actors::{
     audit_writer::{AuditWriter, Flush},
-    exchange::{ExchangeProvider, actor::ExchangeActor, sandbox::SandboxProvider},
+    exchange::actor::StopSending,
+    exchange::{
+        ExchangeProvider, actor::ExchangeActor, rate_limit::SharedRateLimit,
+        sandbox::SandboxProvider,
+    },
     mailer::Mailer,
     retention::RetentionJanitor,
-    run::{manager::RunManager, operations::RunDeps},
+    run::{
+        lease::{self, LeaseSettings},
+        manager::{RunManager, StopRuns},
+        operations::{self, RunDeps},
+    },
     webhook::{
         dispatcher::{ArbiterGuard, WebhookDeps, WebhookSupervisor},
         sealing::SecretBox,
@@ -31,12 +39,17 @@ use crate::{
     state::{Actors, AppState},
 };
 
+/// How long each shutdown step may take.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+
 pub struct Application {
     port: u16,
     server: Server,
     state: web::Data<AppState>,
     /// The webhook dispatchers' thread, stopped with the application.
     _webhook_arbiter: ArbiterGuard,
+    /// This instance's id: its run leases are given up when it stops.
+    lease: LeaseSettings,
 }
 
 /// Connects to the configured database and brings its schema up to date.
@@ -133,15 +146,18 @@ impl Application {
                 .context("the sandbox exchange could not be opened")?,
         );
         let exchange_provider = provider.name();
-        let exchange = ExchangeActor::new(
-            provider,
+        let limit = SharedRateLimit::new(
+            db.clone(),
+            format!("exchange:{exchange_provider}"),
             settings.exchange.withdrawals_per_second,
             settings.exchange.burst,
-        )
-        .start();
+        );
+        let exchange = ExchangeActor::new(provider, limit).start();
         let mailer = Mailer::new(db.clone(), settings.email.clone(), &settings.data.dir)
             .context("email settings")?
             .start();
+        let lease = LeaseSettings::new(Duration::from_millis(settings.runs.lease_ttl_ms));
+        tracing::info!(instance = %lease.owner, "instance id");
         let runs = RunManager::new(Arc::new(RunDeps {
             db: db.clone(),
             funds_lock: tokio::sync::Mutex::new(()),
@@ -150,6 +166,7 @@ impl Application {
             runs: settings.runs.clone(),
             exchange_settings: settings.exchange.clone(),
             test_run: settings.test_run.clone(),
+            lease: lease.clone(),
         }))
         .start();
 
@@ -199,6 +216,7 @@ impl Application {
             server,
             state,
             _webhook_arbiter: webhook_arbiter,
+            lease,
         })
     }
 
@@ -206,12 +224,45 @@ impl Application {
         self.port
     }
 
-    /// Serves until SIGTERM/SIGINT: in-flight requests finish, then pending audit entries are
-    /// written.
+    /// Serves until SIGTERM/SIGINT, then stops in order: no new connections, in-flight
+    /// requests finish (up to 30 s); runs start nothing more; the withdrawal in progress is
+    /// answered and recorded, and withdrawals still waiting for a token are handed back
+    /// (never sent); this instance's run leases are given up, so another instance takes its
+    /// runs over at once; pending audit entries are written. Each step is bounded.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         self.server.await?;
-        if let Err(err) = self.state.audit.send(Flush).await {
-            tracing::warn!(error = %err, "audit entries not flushed at shutdown");
+        tracing::info!("stopping: requests are done; pausing runs");
+        let state = self.state.clone();
+        let settle = async move {
+            state.runs.send(StopRuns::Pause).await.ok();
+            let unsent = state.exchange.send(StopSending).await.unwrap_or_default();
+            state.runs.send(StopRuns::Quiesce).await.ok();
+            match operations::hand_back(&state.db, &unsent).await {
+                Ok(n) if n > 0 => {
+                    tracing::info!(payouts = n, "withdrawals never sent were handed back")
+                }
+                Ok(_) => {}
+                Err(err) => {
+                    tracing::warn!(error = %err, "unsent withdrawals not handed back; they are looked up after the restart")
+                }
+            }
+        };
+        if tokio::time::timeout(SETTLE_TIMEOUT, settle).await.is_err() {
+            tracing::warn!(
+                "runs did not settle in time; what is unfinished is looked up after the restart"
+            );
+        }
+        match lease::release_all(&self.state.db.conn, &self.lease).await {
+            Ok(n) if n > 0 => tracing::info!(runs = n, "run leases given up"),
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(error = %err, "run leases not given up; they expire on their own")
+            }
+        }
+        match tokio::time::timeout(SETTLE_TIMEOUT, self.state.audit.send(Flush)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => tracing::warn!(error = %err, "audit entries not flushed at shutdown"),
+            Err(_) => tracing::warn!("audit entries not flushed in time"),
         }
         tracing::info!(at = %time::format(&time::now()), "stopped");
         Ok(())

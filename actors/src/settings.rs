@@ -13,6 +13,9 @@ pub struct RunsSettings {
     pub poll_interval_ms: u64,
     /// An idle run actor (nothing to watch) stops after this long.
     pub idle_actor_timeout_ms: u64,
+    /// How long a run's lease lasts without a heartbeat; the holder renews it three times
+    /// per lease, and another instance takes the run over once it expires.
+    pub lease_ttl_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

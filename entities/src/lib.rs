@@ -14,6 +14,8 @@ pub mod job;
 pub mod money;
 pub mod payout;
 pub mod payroll_run;
+pub mod rate_limit;
+pub mod run_lease;
 pub mod sandbox_balance;
 pub mod sandbox_withdrawal;
 pub mod time;

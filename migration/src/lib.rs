@@ -17,6 +17,7 @@ mod m20260302_000006_add_payout_job;
 mod m20260302_000007_add_employee_name_lower;
 mod m20260303_000001_create_webhooks;
 mod m20260303_000002_add_delivery_claim_index;
+mod m20260304_000001_create_run_leases_and_rate_limits;
 
 pub struct Migrator;
 
@@ -39,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260302_000007_add_employee_name_lower::Migration),
             Box::new(m20260303_000001_create_webhooks::Migration),
             Box::new(m20260303_000002_add_delivery_claim_index::Migration),
+            Box::new(m20260304_000001_create_run_leases_and_rate_limits::Migration),
         ]
     }
 }

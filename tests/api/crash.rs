@@ -100,6 +100,7 @@ impl Setup {
             .env("PAYROLL__EXCHANGE__RECONCILE_GRACE_MS", "500")
             .env("PAYROLL__EXCHANGE__SANDBOX__COMPLETION_DELAY_MS", "200")
             .env("PAYROLL__RUNS__POLL_INTERVAL_MS", "100")
+            .env("PAYROLL__RUNS__LEASE_TTL_MS", "1500")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

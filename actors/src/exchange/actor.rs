@@ -1,6 +1,7 @@
-//! The `ExchangeActor`: one per exchange account. It sends withdrawals in arrival order, never
-//! faster than the token bucket allows (in any t seconds at most `burst + rate·t`), batches them
-//! where the bucket has several tokens, backs off when the exchange says "rate limited" (no
+//! The `ExchangeActor`: one per exchange account and instance. It sends withdrawals in arrival
+//! order, never faster than the account's rate limit allows (in any t seconds at most
+//! `burst + rate·t`, counted across every instance through the database), batches them where
+//! several tokens are free, backs off when the exchange says "rate limited" (no
 //! withdrawal is made then, so none is counted twice), and reports every outcome to the run
 //! that asked. Reads (balances, lookups, fees) do not wait behind withdrawals.
 
@@ -15,7 +16,7 @@ use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
 
 use super::{
     Balances, ExchangeError, ExchangeProvider, RemoteStatus, WithdrawalOutcome, WithdrawalRequest,
-    token_bucket::TokenBucket,
+    rate_limit::SharedRateLimit,
 };
 
 /// Most withdrawals sent in one call to the provider.
@@ -37,56 +38,118 @@ pub struct WithdrawalResults {
 pub struct Submit {
     pub items: Vec<WithdrawalRequest>,
     pub reply_to: Recipient<WithdrawalResults>,
+    /// Sent once already under these ids (unknown at the exchange past the grace period).
+    pub resend: bool,
 }
 
 struct Queued {
     request: WithdrawalRequest,
     reply_to: Recipient<WithdrawalResults>,
+    resend: bool,
 }
 
 pub struct ExchangeActor {
     provider: Arc<dyn ExchangeProvider>,
-    bucket: TokenBucket,
+    limit: SharedRateLimit,
     queue: VecDeque<Queued>,
     sending: bool,
+    /// A timer will pump again (waiting for a token or a back-off to end).
+    waiting: bool,
     /// Set while backing off after the exchange's rate-limit answer.
     paused_until: Option<Instant>,
     /// Withdrawals sent (accepted or not), for the rate-limit test and metrics.
     sent: u64,
+    /// Shutting down: nothing more is sent.
+    stopped: bool,
+    /// Client ids of first sends taken off the queue at shutdown: never sent.
+    unsent: Vec<String>,
+    /// Told when the send in progress has delivered its outcomes.
+    idle_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl ExchangeActor {
-    pub fn new(provider: Arc<dyn ExchangeProvider>, per_second: u32, burst: u32) -> ExchangeActor {
+    /// `limit` is the account's shared withdrawal rate limit.
+    pub fn new(provider: Arc<dyn ExchangeProvider>, limit: SharedRateLimit) -> ExchangeActor {
         ExchangeActor {
             provider,
-            bucket: TokenBucket::new(per_second, burst, Instant::now()),
+            limit,
             queue: VecDeque::new(),
             sending: false,
+            waiting: false,
             paused_until: None,
             sent: 0,
+            stopped: false,
+            unsent: Vec::new(),
+            idle_waiters: Vec::new(),
         }
     }
 
     /// Sends the next batch if a token allows, or arms a timer for when one will.
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.sending || self.queue.is_empty() {
+        if self.stopped {
+            self.set_aside();
+        }
+        if self.sending || self.waiting || self.queue.is_empty() {
             return;
         }
         let now = Instant::now();
         if let Some(until) = self.paused_until {
             if until > now {
-                ctx.run_later(until - now, |act, ctx| act.pump(ctx));
+                self.pump_after(until - now, ctx);
                 return;
             }
             self.paused_until = None;
         }
         let wanted = self.queue.len().min(MAX_BATCH);
-        let granted = self.bucket.take(wanted, now);
-        if granted == 0 {
-            let wait = self.bucket.wait_for_next(now).max(Duration::from_millis(1));
-            ctx.run_later(wait, |act, ctx| act.pump(ctx));
+        // Tokens come from the shared row; only this future takes them, and the queue only
+        // grows meanwhile, so every token taken is spent.
+        self.sending = true;
+        let limit = self.limit.clone();
+        ctx.spawn(
+            async move { limit.take(wanted).await }
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok((0, wait)) => {
+                        act.sending = false;
+                        act.pump_after(wait.max(Duration::from_millis(1)), ctx);
+                    }
+                    Ok((granted, _)) => act.send(granted, ctx),
+                    Err(err) => {
+                        act.sending = false;
+                        tracing::warn!(error = %err, "the withdrawal rate limit could not be read; trying again");
+                        act.pump_after(Duration::from_millis(500), ctx);
+                    }
+                }),
+        );
+    }
+
+    /// At shutdown: takes every queued withdrawal off the queue. First sends are noted as
+    /// never sent; resends stay as they are (looked up after the restart).
+    fn set_aside(&mut self) {
+        for queued in self.queue.drain(..) {
+            if !queued.resend {
+                self.unsent.push(queued.request.client_id);
+            }
+        }
+    }
+
+    fn pump_after(&mut self, wait: Duration, ctx: &mut Context<Self>) {
+        self.waiting = true;
+        ctx.run_later(wait, |act, ctx| {
+            act.waiting = false;
+            act.pump(ctx);
+        });
+    }
+
+    /// Sends the next `granted` withdrawals in one call to the provider.
+    fn send(&mut self, granted: usize, ctx: &mut Context<Self>) {
+        if self.stopped {
+            self.sending = false;
+            self.set_aside();
+            self.wake_idle_waiters();
             return;
         }
+        let granted = granted.min(self.queue.len());
         let batch: Vec<Queued> = self.queue.drain(..granted).collect();
         let requests: Vec<WithdrawalRequest> = batch.iter().map(|q| q.request.clone()).collect();
         self.sending = true;
@@ -99,8 +162,17 @@ impl ExchangeActor {
                     act.sending = false;
                     act.deliver(batch, outcomes);
                     act.pump(ctx);
+                    if !act.sending {
+                        act.wake_idle_waiters();
+                    }
                 }),
         );
+    }
+
+    fn wake_idle_waiters(&mut self) {
+        for waiter in self.idle_waiters.drain(..) {
+            waiter.send(()).ok();
+        }
     }
 
     fn deliver(&mut self, batch: Vec<Queued>, outcomes: Vec<WithdrawalOutcome>) {
@@ -149,9 +221,39 @@ impl Handler<Submit> for ExchangeActor {
             self.queue.push_back(Queued {
                 request,
                 reply_to: msg.reply_to.clone(),
+                resend: msg.resend,
             });
         }
         self.pump(ctx);
+    }
+}
+
+/// Shutdown: send nothing more. Answers, once the send in progress has delivered its
+/// outcomes, the client ids of first sends that were waiting for a token: the exchange never
+/// saw them, so their payouts may be handed over afresh after the restart.
+#[derive(Message)]
+#[rtype(result = "Vec<String>")]
+pub struct StopSending;
+
+impl Handler<StopSending> for ExchangeActor {
+    type Result = ResponseActFuture<Self, Vec<String>>;
+
+    fn handle(&mut self, _: StopSending, _: &mut Context<Self>) -> Self::Result {
+        self.stopped = true;
+        self.set_aside();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.sending {
+            self.idle_waiters.push(tx);
+        } else {
+            tx.send(()).ok();
+        }
+        Box::pin(
+            async move {
+                rx.await.ok();
+            }
+            .into_actor(self)
+            .map(|_, act, _| std::mem::take(&mut act.unsent)),
+        )
     }
 }
 

@@ -3,8 +3,8 @@
 //! conversation with it and the withdrawal rate limit.
 
 pub mod actor;
+pub mod rate_limit;
 pub mod sandbox;
-pub mod token_bucket;
 
 use std::collections::HashMap;
 

@@ -16,8 +16,9 @@ use lettre::{
 };
 use payroll_entities::{EmailStatus, db::Db, email_outbox, ids, payout, payroll_run, time};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
-    QuerySelect, sea_query::Expr,
+    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, LockBehavior, LockType},
 };
 
 pub use render::{render_payout_email, shorten_address};
@@ -26,6 +27,10 @@ use crate::settings::EmailSettings;
 
 /// Rows taken from the outbox per round.
 const BATCH: u64 = 100;
+
+/// A round claims its rows for this long (their `next_attempt_at` moves out by it), so other
+/// instances leave them alone; rows of a round that stopped (a crash) are due again after it.
+const CLAIM: chrono::Duration = chrono::Duration::seconds(120);
 
 /// Queues one notification per payout, in the caller's transaction.
 pub async fn enqueue<C: ConnectionTrait>(conn: &C, payouts: &[(String, i32)]) -> Result<(), DbErr> {
@@ -172,26 +177,73 @@ impl Mailer {
     }
 }
 
-/// One round: sends up to a batch of due messages, recording each outcome right after its
-/// send, so a crash can repeat at most the one message in flight. Returns whether the batch
-/// was full.
+/// Claims up to a batch of due rows: with several instances on one PostgreSQL database,
+/// `FOR UPDATE SKIP LOCKED` gives each row to one of them, and the claim keeps it theirs.
+async fn claim_due(db: &Db) -> Result<Vec<email_outbox::Model>, DbErr> {
+    let now = time::now();
+    let tx = db.begin_write().await?;
+    let mut select = email_outbox::Entity::find()
+        .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
+        .filter(email_outbox::Column::NextAttemptAt.lte(now))
+        .order_by_asc(email_outbox::Column::NextAttemptAt)
+        .order_by_asc(email_outbox::Column::Id)
+        .limit(BATCH);
+    if db.backend() == DatabaseBackend::Postgres {
+        select = select.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    }
+    let due = select.all(&*tx).await?;
+    if !due.is_empty() {
+        email_outbox::Entity::update_many()
+            .col_expr(
+                email_outbox::Column::NextAttemptAt,
+                Expr::value(now + CLAIM),
+            )
+            .filter(email_outbox::Column::Id.is_in(due.iter().map(|r| r.id.clone())))
+            .exec(&*tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(due)
+}
+
+/// Makes claimed rows that were not tried due again at once.
+async fn release(db: &Db, ids: Vec<String>) -> Result<(), DbErr> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let tx = db.begin_write().await?;
+    email_outbox::Entity::update_many()
+        .col_expr(
+            email_outbox::Column::NextAttemptAt,
+            Expr::value(time::now()),
+        )
+        .filter(email_outbox::Column::Id.is_in(ids))
+        .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
+        .exec(&*tx)
+        .await?;
+    tx.commit().await
+}
+
+/// One round: claims up to a batch of due messages and sends them, recording each outcome
+/// right after its send, so a crash can repeat at most the one message in flight. A round
+/// that runs past half its claim gives the rest back. Returns whether to go again at once.
 async fn send_due(
     db: &Db,
     transport: &Transport,
     from: &Mailbox,
     max_attempts: i32,
 ) -> Result<bool, DbErr> {
-    let now = time::now();
-    let due = email_outbox::Entity::find()
-        .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
-        .filter(email_outbox::Column::NextAttemptAt.lte(now))
-        .order_by_asc(email_outbox::Column::NextAttemptAt)
-        .order_by_asc(email_outbox::Column::Id)
-        .limit(BATCH)
-        .all(&db.conn)
-        .await?;
+    let started = std::time::Instant::now();
+    let due = claim_due(db).await?;
     let full = due.len() as u64 == BATCH;
-    for row in due {
+    let mut due = due.into_iter();
+    while let Some(row) = due.next() {
+        if started.elapsed() > (CLAIM / 2).to_std().unwrap_or_default() {
+            let mut rest = vec![row.id];
+            rest.extend(due.map(|r| r.id));
+            release(db, rest).await?;
+            return Ok(true);
+        }
         let result = match build_message(db, &row, from).await {
             Ok(Some(message)) => transport.send(message).await,
             Ok(None) => Err("the payout no longer exists".to_owned()),

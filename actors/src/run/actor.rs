@@ -14,6 +14,7 @@ use actix::prelude::*;
 use payroll_entities::RunStatus;
 
 use super::{
+    lease,
     messages::{RunCommand, RunError, RunReply, RunRequest},
     operations::{self, RunDeps, Snapshot},
 };
@@ -47,6 +48,12 @@ pub struct RunActor {
     last_funds_watch: Instant,
     last_stuck_check: Instant,
     stuck_reported: HashSet<String>,
+    /// Whether this instance holds the run's lease: only then does the actor work the run on
+    /// its own (withdrawals, lookups, the funds watch). Client commands work either way.
+    owns: bool,
+    last_heartbeat: Instant,
+    /// Shutting down: record what comes back, start nothing.
+    paused: bool,
 }
 
 impl RunActor {
@@ -69,6 +76,9 @@ impl RunActor {
             last_funds_watch: now,
             last_stuck_check: now,
             stuck_reported: HashSet::new(),
+            owns: false,
+            last_heartbeat: now,
+            paused: false,
         }
     }
 
@@ -80,25 +90,31 @@ impl RunActor {
         Duration::from_millis(self.deps.runs.poll_interval_ms.max(10))
     }
 
-    /// Loads the snapshot and picks up whatever the run was doing.
+    /// Loads the snapshot, takes the run's lease if the run has work of its own, and picks up
+    /// whatever the run was doing.
     fn load(&mut self, ctx: &mut Context<Self>) {
         let deps = self.deps.clone();
         let run_id = self.run_id.clone();
         ctx.wait(
             async move {
                 let snapshot = operations::load(&deps.db, &run_id).await?;
-                let unsettled = if snapshot.run.status == RunStatus::PayingOut {
+                let owns = lease::WORKING.contains(&snapshot.run.status)
+                    && lease::acquire(&deps.db.conn, &deps.lease, &run_id).await?;
+                let unsettled = if owns && snapshot.run.status == RunStatus::PayingOut {
                     operations::unsettled_client_ids(&deps.db, &run_id).await?
                 } else {
                     Vec::new()
                 };
-                Ok::<_, RunError>((snapshot, unsettled))
+                Ok::<_, RunError>((snapshot, owns, unsettled))
             }
             .into_actor(self)
             .map(|result, act, ctx| match result {
-                Ok((snapshot, unsettled)) => {
+                Ok((snapshot, owns, unsettled)) => {
                     act.snapshot = Some(snapshot);
-                    // Outcomes unknown after a restart: ask the exchange before anything else.
+                    act.owns = owns;
+                    act.last_heartbeat = Instant::now();
+                    // Outcomes unknown after a restart or a takeover: ask the exchange before
+                    // anything else.
                     act.watch_at(Instant::now(), unsettled);
                     act.after_change(ctx);
                 }
@@ -129,6 +145,9 @@ impl RunActor {
     /// After every committed step: finish the run if every payout is terminal, else keep the
     /// withdrawal window full.
     fn after_change(&mut self, ctx: &mut Context<Self>) {
+        if !self.owns || self.paused {
+            return;
+        }
         let Some(snapshot) = &self.snapshot else {
             return;
         };
@@ -174,6 +193,7 @@ impl RunActor {
                         act.deps.exchange.do_send(Submit {
                             items: requests,
                             reply_to: ctx.address().recipient(),
+                            resend: false,
                         });
                     }
                     Ok(_) => {}
@@ -233,6 +253,9 @@ impl RunActor {
         ctx: &mut Context<Self>,
         requests: Vec<crate::exchange::WithdrawalRequest>,
     ) {
+        if !self.owns || self.paused {
+            return;
+        }
         // Never one still waiting at the exchange actor, and at most once per attempt; the
         // others stay watched.
         let (requests, held): (Vec<_>, Vec<_>) = requests.into_iter().partition(|r| {
@@ -250,11 +273,75 @@ impl RunActor {
         self.deps.exchange.do_send(Submit {
             items: requests,
             reply_to: ctx.address().recipient(),
+            resend: true,
         });
     }
 
-    fn tick(&mut self, ctx: &mut Context<Self>) {
+    /// Renews the lease (or tries to take it), and gives it up once the run has no work of
+    /// its own. Taking a run over reloads it: another instance may have changed it.
+    fn heartbeat(&mut self, ctx: &mut Context<Self>) {
+        let Some(status) = self.status() else {
+            return;
+        };
+        let working = lease::WORKING.contains(&status);
         let now = Instant::now();
+        if working
+            && self.owns
+            && now.duration_since(self.last_heartbeat) < self.deps.lease.heartbeat()
+        {
+            return;
+        }
+        if !working && !self.owns {
+            return;
+        }
+        self.last_heartbeat = now;
+        let deps = self.deps.clone();
+        let run_id = self.run_id.clone();
+        ctx.wait(
+            async move {
+                if working {
+                    lease::acquire(&deps.db.conn, &deps.lease, &run_id).await
+                } else {
+                    lease::release(&deps.db.conn, &deps.lease, &run_id).await.map(|_| false)
+                }
+            }
+            .into_actor(self)
+            .map(move |result, act, ctx| match result {
+                Ok(true) if !act.owns => {
+                    tracing::info!(run_id = %act.run_id, "took the run's lease; reloading it");
+                    act.load(ctx);
+                }
+                Ok(true) => {}
+                Ok(false) => {
+                    if act.owns && working {
+                        tracing::warn!(run_id = %act.run_id, "the run's lease was lost; another instance works it");
+                        act.watch.clear();
+                        act.watching.clear();
+                    }
+                    act.owns = false;
+                }
+                // The database may be away for a moment: keep the lease as it stands (it
+                // expires on its own if this lasts).
+                Err(err) => tracing::warn!(run_id = %act.run_id, error = %err, "lease heartbeat failed"),
+            }),
+        );
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self.paused {
+            return;
+        }
+        self.heartbeat(ctx);
+        let now = Instant::now();
+        if !self.owns {
+            // Another instance works this run (or nobody needs to): stay only while clients
+            // use it.
+            let idle = Duration::from_millis(self.deps.runs.idle_actor_timeout_ms);
+            if now.duration_since(self.last_used) >= idle {
+                self.retire(ctx);
+            }
+            return;
+        }
         match self.status() {
             Some(RunStatus::PayingOut) => {
                 let mut due = Vec::new();
@@ -379,6 +466,7 @@ impl Supervised for RunActor {
     /// flight: their answers still come to this address.
     fn restarting(&mut self, _: &mut Context<Self>) {
         self.snapshot = None;
+        self.owns = false;
         self.watch.clear();
         self.watching.clear();
     }
@@ -420,9 +508,12 @@ impl Handler<RunRequest> for RunActor {
                         if done.mail {
                             operations::nudge_mailer(&act.deps);
                         }
-                        act.resend(ctx, recorded.resend);
-                        let later = Instant::now() + act.poll_interval();
-                        act.watch_at(later, recorded.still_pending);
+                        // Only the lease holder sends or follows withdrawals.
+                        if act.owns {
+                            act.resend(ctx, recorded.resend);
+                            let later = Instant::now() + act.poll_interval();
+                            act.watch_at(later, recorded.still_pending);
+                        }
                         act.after_change(ctx);
                         Ok(done.reply)
                     }
@@ -456,4 +547,29 @@ impl Handler<WithdrawalResults> for RunActor {
             operations::record_results(&deps, snapshot, msg.results).await
         });
     }
+}
+
+/// Shutdown, first step: start nothing more (no withdrawals, lookups or timers); answers of
+/// withdrawals already sent are still recorded.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Pause;
+
+impl Handler<Pause> for RunActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Pause, _: &mut Context<Self>) {
+        self.paused = true;
+    }
+}
+
+/// Answered once every step queued before it has committed.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Quiesce;
+
+impl Handler<Quiesce> for RunActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Quiesce, _: &mut Context<Self>) {}
 }

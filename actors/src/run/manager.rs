@@ -1,7 +1,9 @@
 //! The `RunManager` routes commands to run actors, starting them on demand from their
 //! snapshot, and at start resumes every run with something to do: CONFIRMED runs watch for
 //! funds, PAYING_OUT runs reconcile and continue. Idle actors retire, so only live runs are
-//! in memory.
+//! in memory. With several instances on one database, each run is worked by the holder of
+//! its lease; every heartbeat the manager also starts actors for runs whose lease expired
+//! (their instance stopped), and they take those runs over.
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -10,7 +12,8 @@ use payroll_entities::{RunStatus, payroll_run};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 
 use super::{
-    actor::{Retire, RunActor},
+    actor::{Pause, Quiesce, Retire, RunActor},
+    lease,
     messages::{RunError, RunReply, RunRequest},
     operations::RunDeps,
 };
@@ -48,6 +51,9 @@ impl Actor for RunManager {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(self.deps.lease.heartbeat(), |act, ctx| {
+            act.adopt_orphans(ctx)
+        });
         let db = self.deps.db.clone();
         ctx.wait(
             async move {
@@ -74,6 +80,28 @@ impl Actor for RunManager {
                 }
                 Err(err) => tracing::error!(error = %err, "runs to resume could not be read"),
             }),
+        );
+    }
+}
+
+impl RunManager {
+    /// Starts actors for runs nobody works (their lease expired or was given up).
+    fn adopt_orphans(&mut self, ctx: &mut Context<Self>) {
+        let db = self.deps.db.clone();
+        ctx.spawn(
+            async move { lease::orphaned(&db.conn).await }
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(ids) => {
+                        for id in ids {
+                            if !act.actors.contains_key(&id) {
+                                tracing::info!(run_id = %id, "run without a live lease; taking it over");
+                                act.actor_for(&id, ctx);
+                            }
+                        }
+                    }
+                    Err(err) => tracing::warn!(error = %err, "runs without a lease could not be read"),
+                }),
         );
     }
 }
@@ -118,5 +146,33 @@ impl Handler<LiveRuns> for RunManager {
                 .map(|(id, _)| id.clone())
                 .collect(),
         )
+    }
+}
+
+/// Shutdown: pauses every run actor (`Pause`), or waits until each has committed what it was
+/// doing (`Quiesce`).
+#[derive(Message, Clone, Copy)]
+#[rtype(result = "()")]
+pub enum StopRuns {
+    Pause,
+    Quiesce,
+}
+
+impl Handler<StopRuns> for RunManager {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: StopRuns, _: &mut Context<Self>) -> Self::Result {
+        let actors: Vec<Addr<RunActor>> = self.actors.values().cloned().collect();
+        Box::pin(async move {
+            let waits = actors.into_iter().map(|addr| async move {
+                let result = match msg {
+                    StopRuns::Pause => addr.send(Pause).await,
+                    StopRuns::Quiesce => addr.send(Quiesce).await,
+                };
+                // An actor that is gone has nothing to wait for.
+                result.ok();
+            });
+            futures_util::future::join_all(waits).await;
+        })
     }
 }

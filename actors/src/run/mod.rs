@@ -3,6 +3,7 @@
 
 pub mod actor;
 pub mod funds;
+pub mod lease;
 pub mod manager;
 pub mod messages;
 pub mod operations;

@@ -47,6 +47,8 @@ pub struct RunDeps {
     pub runs: RunsSettings,
     pub exchange_settings: ExchangeSettings,
     pub test_run: TestRunSettings,
+    /// This instance's id and lease duration.
+    pub lease: super::lease::LeaseSettings,
 }
 
 /// The run as its actor holds it.
@@ -1006,6 +1008,10 @@ pub async fn claim_window(
         return Ok(Vec::new());
     }
     let tx = deps.db.begin_write().await?;
+    // Fenced by the lease: an instance that lost it commits no withdrawal.
+    if !super::lease::holds(&*tx, &deps.lease, &run.id).await? {
+        return Err(RunError::Stale);
+    }
     let mut batch = payout::Entity::find()
         .filter(payout::Column::PayrollRunId.eq(run.id.as_str()))
         .filter(payout::Column::Status.eq(PayoutStatus::Pending))
@@ -1050,6 +1056,33 @@ pub async fn claim_window(
             address: p.wallet_address,
         })
         .collect())
+}
+
+/// At shutdown: payouts whose withdrawals were committed but never left this instance (they
+/// were waiting for a token) are handed back, to be claimed afresh under the same ids.
+pub async fn hand_back(db: &Db, client_ids: &[String]) -> Result<u64, RunError> {
+    let mut handed_back = 0;
+    for chunk in client_ids.chunks(CHUNK) {
+        let tx = db.begin_write().await?;
+        handed_back += payout::Entity::update_many()
+            .col_expr(
+                payout::Column::ClientWithdrawalId,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                payout::Column::InitiatedAt,
+                Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+            )
+            .col_expr(payout::Column::UpdatedAt, Expr::value(time::now()))
+            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.to_vec()))
+            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+            .filter(payout::Column::CexWithdrawalId.is_null())
+            .exec(&*tx)
+            .await?
+            .rows_affected;
+        tx.commit().await?;
+    }
+    Ok(handed_back)
 }
 
 /// The payout id and attempt in a client withdrawal id `pay_…-<attempt>`.
