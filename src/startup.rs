@@ -187,6 +187,7 @@ impl Application {
             exchange_provider,
             webhooks,
             secrets,
+            instance_id: lease.owner.clone(),
         };
         let state = web::Data::new(AppState::new(settings.clone(), db, pepper, actors));
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
@@ -252,7 +253,7 @@ impl Application {
                 "runs did not settle in time; what is unfinished is looked up after the restart"
             );
         }
-        match lease::release_all(&self.state.db.conn, &self.lease).await {
+        match lease::release_all(&self.state.db, &self.lease).await {
             Ok(n) if n > 0 => tracing::info!(runs = n, "run leases given up"),
             Ok(_) => {}
             Err(err) => {

@@ -29,6 +29,8 @@ pub struct AppState {
     pub webhooks: Addr<WebhookSupervisor>,
     /// Seals webhook secrets at rest.
     pub secrets: Arc<SecretBox>,
+    /// This process's instance id (the owner of its run leases).
+    pub instance_id: String,
 }
 
 /// The actors handlers talk to.
@@ -39,6 +41,7 @@ pub struct Actors {
     pub exchange_provider: &'static str,
     pub webhooks: Addr<WebhookSupervisor>,
     pub secrets: Arc<SecretBox>,
+    pub instance_id: String,
 }
 
 impl std::fmt::Debug for AppState {
@@ -65,6 +68,7 @@ impl AppState {
             limiter,
             webhooks: actors.webhooks,
             secrets: actors.secrets,
+            instance_id: actors.instance_id,
         }
     }
 }

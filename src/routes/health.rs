@@ -29,5 +29,10 @@ pub async fn readyz(state: web::Data<AppState>) -> Result<HttpResponse, ApiError
             .detail("reason", "actors")
             .detail("actor", *name));
     }
-    Ok(HttpResponse::Ok().json(json!({"status": "ready", "database": "ok", "actors": "ok"})))
+    Ok(HttpResponse::Ok().json(json!({
+        "status": "ready",
+        "database": "ok",
+        "actors": "ok",
+        "instance": state.instance_id,
+    })))
 }

@@ -33,7 +33,7 @@ impl Drop for Server {
 
 pub(crate) struct Setup {
     dir: tempfile::TempDir,
-    database_url: String,
+    pub(crate) database_url: String,
     key: String,
     client: awc::Client,
     /// More `PAYROLL__…` variables for the server.
@@ -131,7 +131,7 @@ impl Setup {
         }
     }
 
-    fn log(&self, n: usize) -> String {
+    pub(crate) fn log(&self, n: usize) -> String {
         std::fs::read_to_string(self.log_path(n)).unwrap_or_default()
     }
 
@@ -167,11 +167,11 @@ impl Setup {
     }
 }
 
-async fn db(url: &str) -> Db {
+pub(crate) async fn db(url: &str) -> Db {
     Db::connect(url, 2).await.expect("database")
 }
 
-async fn withdrawn(db: &Db) -> u64 {
+pub(crate) async fn withdrawn(db: &Db) -> u64 {
     sandbox_withdrawal::Entity::find()
         .count(&db.conn)
         .await

@@ -111,11 +111,13 @@ impl ExchangeActor {
                 .map(|result, act, ctx| match result {
                     Ok((0, wait)) => {
                         act.sending = false;
+                        act.wake_idle_waiters();
                         act.pump_after(wait.max(Duration::from_millis(1)), ctx);
                     }
                     Ok((granted, _)) => act.send(granted, ctx),
                     Err(err) => {
                         act.sending = false;
+                        act.wake_idle_waiters();
                         tracing::warn!(error = %err, "the withdrawal rate limit could not be read; trying again");
                         act.pump_after(Duration::from_millis(500), ctx);
                     }

@@ -30,7 +30,8 @@ const BATCH: u64 = 100;
 
 /// A round claims its rows for this long (their `next_attempt_at` moves out by it), so other
 /// instances leave them alone; rows of a round that stopped (a crash) are due again after it.
-const CLAIM: chrono::Duration = chrono::Duration::seconds(120);
+/// A round gives back what it has not sent by half this time.
+const CLAIM: chrono::Duration = chrono::Duration::seconds(30);
 
 /// Queues one notification per payout, in the caller's transaction.
 pub async fn enqueue<C: ConnectionTrait>(conn: &C, payouts: &[(String, i32)]) -> Result<(), DbErr> {

@@ -98,8 +98,12 @@ impl RunActor {
         ctx.wait(
             async move {
                 let snapshot = operations::load(&deps.db, &run_id).await?;
-                let owns = lease::WORKING.contains(&snapshot.run.status)
-                    && lease::acquire(&deps.db.conn, &deps.lease, &run_id).await?;
+                let owns = if lease::WORKING.contains(&snapshot.run.status) {
+                    lease::acquire(&deps.db, &deps.lease, &run_id).await?
+                } else {
+                    lease::release(&deps.db, &deps.lease, &run_id).await?;
+                    false
+                };
                 let unsettled = if owns && snapshot.run.status == RunStatus::PayingOut {
                     operations::unsettled_client_ids(&deps.db, &run_id).await?
                 } else {
@@ -277,52 +281,67 @@ impl RunActor {
         });
     }
 
-    /// Renews the lease (or tries to take it), and gives it up once the run has no work of
-    /// its own. Taking a run over reloads it: another instance may have changed it.
+    /// Every tick of a run with work of its own: the holder of a CONFIRMED run checks that
+    /// nobody else changed it (another instance may carry out a client's command on it), and
+    /// every holder renews its lease
+    /// three times per lease; any other instance tries to take the lease. Taking a run over,
+    /// or finding it changed, reloads it; a run without work of its own gives its lease up.
     fn heartbeat(&mut self, ctx: &mut Context<Self>) {
-        let Some(status) = self.status() else {
+        let Some(snapshot) = &self.snapshot else {
             return;
         };
-        let working = lease::WORKING.contains(&status);
-        let now = Instant::now();
-        if working
-            && self.owns
-            && now.duration_since(self.last_heartbeat) < self.deps.lease.heartbeat()
-        {
-            return;
-        }
+        let working = lease::WORKING.contains(&snapshot.run.status);
         if !working && !self.owns {
             return;
         }
-        self.last_heartbeat = now;
+        let version = snapshot.run.version;
+        let now = Instant::now();
+        let renew = !working
+            || !self.owns
+            || now.duration_since(self.last_heartbeat) >= self.deps.lease.heartbeat();
+        if renew {
+            self.last_heartbeat = now;
+        }
+        // A CONFIRMED run's holder may write nothing for a while (until its funds watch), so it
+        // looks for changes made elsewhere; a paying run's next write finds them (a stale
+        // version fails, and the actor reloads).
+        let watch_version = self.owns && snapshot.run.status == RunStatus::Confirmed;
         let deps = self.deps.clone();
         let run_id = self.run_id.clone();
         ctx.wait(
             async move {
-                if working {
-                    lease::acquire(&deps.db.conn, &deps.lease, &run_id).await
+                let changed = watch_version
+                    && operations::stored_version(&deps.db, &run_id).await? != Some(version);
+                let held = if !working {
+                    lease::release(&deps.db, &deps.lease, &run_id).await?;
+                    false
+                } else if renew {
+                    lease::acquire(&deps.db, &deps.lease, &run_id).await?
                 } else {
-                    lease::release(&deps.db.conn, &deps.lease, &run_id).await.map(|_| false)
-                }
+                    true
+                };
+                Ok::<_, sea_orm::DbErr>((held, changed))
             }
             .into_actor(self)
             .map(move |result, act, ctx| match result {
-                Ok(true) if !act.owns => {
-                    tracing::info!(run_id = %act.run_id, "took the run's lease; reloading it");
-                    act.load(ctx);
-                }
-                Ok(true) => {}
-                Ok(false) => {
-                    if act.owns && working {
+                Ok((held, changed)) => {
+                    if !held && act.owns && working {
                         tracing::warn!(run_id = %act.run_id, "the run's lease was lost; another instance works it");
                         act.watch.clear();
                         act.watching.clear();
                     }
-                    act.owns = false;
+                    let took = held && !act.owns;
+                    act.owns = held;
+                    if took || changed {
+                        tracing::info!(run_id = %act.run_id, took, changed, "reloading the run");
+                        act.load(ctx);
+                    }
                 }
                 // The database may be away for a moment: keep the lease as it stands (it
                 // expires on its own if this lasts).
-                Err(err) => tracing::warn!(run_id = %act.run_id, error = %err, "lease heartbeat failed"),
+                Err(err) => {
+                    tracing::warn!(run_id = %act.run_id, error = %err, "lease heartbeat failed")
+                }
             }),
         );
     }
@@ -482,6 +501,8 @@ impl Handler<RunRequest> for RunActor {
             actix::fut::ready(())
                 .then(move |_, act: &mut Self, _| {
                     let snapshot = act.snapshot.clone();
+                    let owned = act.owns;
+                    let paused = act.paused;
                     async move {
                         let mut snapshot = snapshot.ok_or(RunError::NotFound)?;
                         let mut recorded = operations::Recorded::default();
@@ -498,13 +519,26 @@ impl Handler<RunRequest> for RunActor {
                             recorded = rec;
                         }
                         let done = operations::handle(&deps, snapshot, msg).await?;
-                        Ok::<_, RunError>((done, recorded))
+                        // The instance that gives a run work of its own (confirm, execute)
+                        // takes its lease and works it, unless another instance holds it.
+                        let took = !owned
+                            && !paused
+                            && lease::WORKING.contains(&done.snapshot.run.status)
+                            && lease::acquire(&deps.db, &deps.lease, &done.snapshot.run.id)
+                                .await
+                                .unwrap_or(false);
+                        Ok::<_, RunError>((done, recorded, took))
                     }
                     .into_actor(act)
                 })
                 .map(|result, act, ctx| match result {
-                    Ok((done, recorded)) => {
+                    Ok((done, recorded, took)) => {
                         act.snapshot = Some(done.snapshot);
+                        if took {
+                            // Reload as the holder: whatever another instance left unsettled
+                            // is looked up before anything is sent.
+                            act.load(ctx);
+                        }
                         if done.mail {
                             operations::nudge_mailer(&act.deps);
                         }

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use payroll_entities::{RunStatus, payroll_run, run_lease, time};
+use payroll_entities::{RunStatus, db::Db, payroll_run, run_lease, time};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect,
     sea_query::{Expr, ExprTrait, OnConflict, Query},
@@ -45,11 +45,8 @@ impl LeaseSettings {
 
 /// Takes the run's lease, or renews it if this instance holds it already. False when another
 /// instance holds a lease that has not expired.
-pub async fn acquire<C: ConnectionTrait>(
-    conn: &C,
-    settings: &LeaseSettings,
-    run_id: &str,
-) -> Result<bool, DbErr> {
+pub async fn acquire(db: &Db, settings: &LeaseSettings, run_id: &str) -> Result<bool, DbErr> {
+    let tx = db.begin_write().await?;
     let now = time::now();
     let row = run_lease::Model {
         run_id: run_id.to_owned(),
@@ -68,8 +65,9 @@ pub async fn acquire<C: ConnectionTrait>(
                 )
                 .to_owned(),
         )
-        .exec_without_returning(conn)
+        .exec_without_returning(&*tx)
         .await?;
+    tx.commit().await?;
     Ok(taken == 1)
 }
 
@@ -90,29 +88,26 @@ pub async fn holds<C: ConnectionTrait>(
 
 /// Gives the run's lease up (the run is done, or this instance is stopping), so another
 /// instance may take it at once.
-pub async fn release<C: ConnectionTrait>(
-    conn: &C,
-    settings: &LeaseSettings,
-    run_id: &str,
-) -> Result<(), DbErr> {
+pub async fn release(db: &Db, settings: &LeaseSettings, run_id: &str) -> Result<(), DbErr> {
+    let tx = db.begin_write().await?;
     run_lease::Entity::delete_many()
         .filter(run_lease::Column::RunId.eq(run_id))
         .filter(run_lease::Column::Owner.eq(settings.owner.as_str()))
-        .exec(conn)
+        .exec(&*tx)
         .await?;
-    Ok(())
+    tx.commit().await
 }
 
 /// Gives up every lease this instance holds.
-pub async fn release_all<C: ConnectionTrait>(
-    conn: &C,
-    settings: &LeaseSettings,
-) -> Result<u64, DbErr> {
-    Ok(run_lease::Entity::delete_many()
+pub async fn release_all(db: &Db, settings: &LeaseSettings) -> Result<u64, DbErr> {
+    let tx = db.begin_write().await?;
+    let released = run_lease::Entity::delete_many()
         .filter(run_lease::Column::Owner.eq(settings.owner.as_str()))
-        .exec(conn)
+        .exec(&*tx)
         .await?
-        .rows_affected)
+        .rows_affected;
+    tx.commit().await?;
+    Ok(released)
 }
 
 /// Runs with work of their own and no live lease: nobody works them.

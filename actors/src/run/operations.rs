@@ -81,6 +81,16 @@ pub async fn load(db: &Db, run_id: &str) -> Result<Snapshot, RunError> {
     Ok(Snapshot { run, job })
 }
 
+/// The run's version as stored (None: the run is gone).
+pub async fn stored_version(db: &Db, run_id: &str) -> Result<Option<i64>, sea_orm::DbErr> {
+    payroll_run::Entity::find_by_id(run_id.to_owned())
+        .select_only()
+        .column(payroll_run::Column::Version)
+        .into_tuple::<i64>()
+        .one(&db.conn)
+        .await
+}
+
 /// Writes the run if nobody changed it since `before_version`; bumps its version.
 async fn save_run<C: ConnectionTrait>(
     conn: &C,

@@ -1,0 +1,411 @@
+//! Shutdown and several instances, with the real binary as child processes: SIGTERM mid-run
+//! stops cleanly and loses nothing; two instances on one PostgreSQL database share runs, the
+//! withdrawal rate limit and webhook deliveries, and one killed mid-execution leaves every
+//! payout paid exactly once.
+
+use std::{
+    collections::{HashMap, HashSet},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use payroll_entities::{
+    EmailStatus, db::Db, email_outbox, event, payout, run_lease, sandbox_withdrawal,
+};
+use sea_orm::{EntityTrait, PaginatorTrait};
+use serde_json::{Value, json};
+
+use crate::{
+    crash::{Server, Setup, db, withdrawn},
+    helpers::evm_address,
+    receiver::Receiver,
+};
+
+/// Imports `employees` employees (each regular run pays them all).
+async fn import(setup: &Setup, server: &Server, employees: usize) {
+    let rows: Vec<Value> = (0..employees)
+        .map(|i| {
+            let email = format!("inst{i}@example.com");
+            json!({"name": format!("I {i}"), "wallet_address": evm_address(&email), "email": email,
+                   "salary_usd_cents": 100 + i as i64, "network": "BASE"})
+        })
+        .collect();
+    setup
+        .call(server, "POST", "/employees/import", Some(json!(rows)))
+        .await;
+}
+
+/// Creates the run of `month` on `creator`, confirms it on `confirmer`; returns id and total.
+async fn confirmed_run(
+    setup: &Setup,
+    creator: &Server,
+    confirmer: &Server,
+    month: u32,
+) -> (String, i64) {
+    let run = setup
+        .call(
+            creator,
+            "POST",
+            "/payroll-runs",
+            Some(json!({"period_start": format!("2026-{month:02}-01"),
+                        "period_end": format!("2026-{month:02}-28")})),
+        )
+        .await;
+    let run_id = run["data"]["id"].as_str().expect("run id").to_owned();
+    let total = run["data"]["total_amount_usd_cents"]
+        .as_i64()
+        .expect("total");
+    setup
+        .call(
+            confirmer,
+            "POST",
+            &format!("/payroll-runs/{run_id}/confirm"),
+            None,
+        )
+        .await;
+    (run_id, total)
+}
+
+async fn fund(setup: &Setup, server: &Server, cents: i64) {
+    setup
+        .call(
+            server,
+            "POST",
+            "/treasury/transfers",
+            Some(json!({"amount_usd_cents": cents})),
+        )
+        .await;
+}
+
+async fn deposit(setup: &Setup, server: &Server, run_id: &str) {
+    let check = setup
+        .call(
+            server,
+            "POST",
+            &format!("/payroll-runs/{run_id}/balance-check"),
+            None,
+        )
+        .await;
+    assert_eq!(check["data"]["run_status"], "DEPOSITED", "{check}");
+}
+
+async fn execute(setup: &Setup, server: &Server, run_id: &str) {
+    setup
+        .call(
+            server,
+            "POST",
+            &format!("/payroll-runs/{run_id}/execute"),
+            None,
+        )
+        .await;
+}
+
+async fn wait_completed(setup: &Setup, server: &Server, run_id: &str, seconds: u64) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    loop {
+        let run = setup
+            .call(server, "GET", &format!("/payroll-runs/{run_id}"), None)
+            .await;
+        if run["data"]["status"] == "COMPLETED" {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run {run_id} not completed: {run}\n--- logs:\n{}\n{}",
+            setup.log(1),
+            setup.log(2)
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Every payout withdrawn exactly once, under its first attempt's id, and money conserved.
+async fn assert_paid_exactly_once(database: &Db, total: i64) {
+    let withdrawals = sandbox_withdrawal::Entity::find()
+        .all(&database.conn)
+        .await
+        .expect("withdrawals");
+    let payouts = payout::Entity::find()
+        .all(&database.conn)
+        .await
+        .expect("payouts");
+    assert_eq!(
+        withdrawals.len(),
+        payouts.len(),
+        "one withdrawal per payout"
+    );
+    let mut by_client: HashMap<&str, usize> = HashMap::new();
+    for w in &withdrawals {
+        *by_client.entry(w.client_id.as_str()).or_default() += 1;
+    }
+    for p in &payouts {
+        assert_eq!(p.status.as_str(), "COMPLETED", "payout {}", p.id);
+        assert_eq!(p.attempt, 1);
+        let id = format!("{}-1", p.id);
+        assert_eq!(
+            by_client.get(id.as_str()),
+            Some(&1),
+            "payout {} withdrawn",
+            p.id
+        );
+    }
+    let paid: i64 = withdrawals.iter().map(|w| w.amount_usd_cents).sum();
+    assert_eq!(paid, total, "money conserved");
+}
+
+async fn instance_id(setup: &Setup, server: &Server) -> String {
+    let _ = setup;
+    let mut res = awc::Client::default()
+        .get(format!("{}/readyz", server.base))
+        .send()
+        .await
+        .expect("readyz");
+    let body: Value = res.json().await.expect("json");
+    body["instance"].as_str().expect("instance id").to_owned()
+}
+
+fn sigterm(server: &Server) {
+    let status = Command::new("kill")
+        .args(["-TERM", &server.child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+/// SIGTERM while a run pays out: the process exits 0 within a bounded time, every withdrawal
+/// it committed was sent (those still waiting for a token were handed back), its leases are
+/// given up, and after a restart the run completes with each payout paid exactly once.
+#[actix_web::test]
+async fn sigterm_mid_run_stops_cleanly_and_loses_nothing() {
+    let setup = Setup::new()
+        .await
+        .with_env("PAYROLL__EXCHANGE__WITHDRAWALS_PER_SECOND", "40")
+        .with_env("PAYROLL__EXCHANGE__BURST", "4")
+        .with_env("PAYROLL__LOG__LEVEL", "info");
+    let mut first = setup.start(1).await;
+    import(&setup, &first, 150).await;
+    let run = confirmed_run(&setup, &first, &first, 3).await;
+    fund(&setup, &first, run.1).await;
+    deposit(&setup, &first, &run.0).await;
+    execute(&setup, &first, &run.0).await;
+
+    let database = db(&setup.database_url).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while withdrawn(&database).await < 20 {
+        assert!(Instant::now() < deadline, "withdrawals did not start");
+        actix_web::rt::time::sleep(Duration::from_millis(5)).await;
+    }
+    let asked = Instant::now();
+    sigterm(&first);
+    let status = loop {
+        if let Some(status) = first.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            asked.elapsed() < Duration::from_secs(45),
+            "no exit after SIGTERM: {}",
+            setup.log(1)
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status:?}\n{}", setup.log(1));
+    let log = setup.log(1);
+    assert!(log.contains("stopped"), "{log}");
+    let at_stop = withdrawn(&database).await;
+    assert!(at_stop < 150, "stopped mid-run ({at_stop} withdrawals)");
+
+    // Nothing half-handed-over: a payout with a committed client id was sent.
+    let sent: HashSet<String> = sandbox_withdrawal::Entity::find()
+        .all(&database.conn)
+        .await
+        .expect("withdrawals")
+        .into_iter()
+        .map(|w| w.client_id)
+        .collect();
+    let payouts = payout::Entity::find()
+        .all(&database.conn)
+        .await
+        .expect("payouts");
+    for p in &payouts {
+        if let Some(id) = &p.client_withdrawal_id {
+            assert!(
+                sent.contains(id),
+                "{id} committed but never sent nor handed back\n{}",
+                setup.log(1)
+            );
+        }
+    }
+    assert_eq!(
+        run_lease::Entity::find()
+            .count(&database.conn)
+            .await
+            .expect("leases"),
+        0,
+        "leases given up"
+    );
+
+    let second = setup.start(2).await;
+    wait_completed(&setup, &second, &run.0, 60).await;
+    assert_paid_exactly_once(&database, run.1).await;
+    drop(second);
+}
+
+/// Two instances on one PostgreSQL database: runs created, confirmed and executed through
+/// both; one instance is killed (`kill -9`) while it pays runs of its own. The other takes
+/// them over once their leases expire; every payout is paid exactly once, the withdrawal rate
+/// limit held across both, every event reached the webhook receiver and every payee's email
+/// was sent.
+#[actix_web::test]
+async fn two_instances_share_the_work_and_survive_a_kill() {
+    if std::env::var("PAYROLL_TEST_DATABASE_URL").is_err() {
+        eprintln!(
+            "two_instances_share_the_work_and_survive_a_kill: several instances need PostgreSQL; \
+             set PAYROLL_TEST_DATABASE_URL (the CI's PostgreSQL suite runs it)"
+        );
+        return;
+    }
+    let (rate, burst) = (20.0, 4.0);
+    let receiver = Receiver::start().await;
+    let setup = Setup::new()
+        .await
+        .with_env("PAYROLL__EXCHANGE__WITHDRAWALS_PER_SECOND", "20")
+        .with_env("PAYROLL__EXCHANGE__BURST", "4")
+        .with_env("PAYROLL__EXCHANGE__IN_FLIGHT_WINDOW", "8")
+        .with_env("PAYROLL__WEBHOOKS__ALLOW_HTTP", "true")
+        .with_env("PAYROLL__WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true")
+        .with_env("PAYROLL__WEBHOOKS__TIMEOUT_MS", "1000");
+    let mut a = setup.start(1).await;
+    let b = setup.start(2).await;
+    let a_id = instance_id(&setup, &a).await;
+    let b_id = instance_id(&setup, &b).await;
+    assert_ne!(a_id, b_id);
+    setup
+        .call(
+            &b,
+            "POST",
+            "/webhooks",
+            Some(json!({"url": receiver.url("/ok"), "events": ["*"]})),
+        )
+        .await;
+    import(&setup, &a, 40).await;
+    // Funded twice over: a run executed while others pay out counts their withdrawals in
+    // flight twice for a moment (the exchange took them, their payouts are still PENDING).
+    fund(&setup, &b, 2 * 4 * (100..140).sum::<i64>()).await;
+    // Each run is created on one instance, then confirmed, deposited and executed on the
+    // other, which takes its lease and pays it.
+    let mut runs = Vec::new();
+    for (month, (creator, worker)) in [(3, (&a, &b)), (4, (&b, &a)), (5, (&a, &b)), (6, (&b, &a))] {
+        let run = confirmed_run(&setup, creator, worker, month).await;
+        deposit(&setup, worker, &run.0).await;
+        execute(&setup, worker, &run.0).await;
+        runs.push(run);
+    }
+
+    let database = db(&setup.database_url).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leases = run_lease::Entity::find()
+            .all(&database.conn)
+            .await
+            .expect("leases");
+        let owners: HashSet<&str> = leases.iter().map(|l| l.owner.as_str()).collect();
+        if owners.contains(a_id.as_str())
+            && owners.contains(b_id.as_str())
+            && withdrawn(&database).await >= 20
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "both instances did not start paying: {leases:?}"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(10)).await;
+    }
+    a.child.kill().expect("kill -9");
+    a.child.wait().ok();
+    let at_kill = withdrawn(&database).await;
+    assert!(
+        at_kill < 160,
+        "killed mid-execution ({at_kill} withdrawals)"
+    );
+
+    for (run_id, _) in &runs {
+        wait_completed(&setup, &b, run_id, 90).await;
+    }
+    let total: i64 = runs.iter().map(|(_, t)| t).sum();
+    assert_paid_exactly_once(&database, total).await;
+
+    // The rate limit held across both instances: in any window [t_i, t_j] at most
+    // burst + rate·(t_j − t_i) withdrawals (the sandbox stamps each when its transaction runs,
+    // a little after its token was taken).
+    let mut times: Vec<i64> = sandbox_withdrawal::Entity::find()
+        .all(&database.conn)
+        .await
+        .expect("withdrawals")
+        .iter()
+        .map(|w| w.created_at.timestamp_millis())
+        .collect();
+    times.sort_unstable();
+    let stamp_delay = 0.1;
+    for i in 0..times.len() {
+        for j in i..times.len() {
+            let seconds = (times[j] - times[i]) as f64 / 1000.0;
+            let count = (j - i + 1) as f64;
+            assert!(
+                count <= burst + rate * (seconds + stamp_delay),
+                "{count} withdrawals in {seconds}s across two instances"
+            );
+        }
+    }
+
+    // Every event reached the receiver, each under its own webhook-id.
+    let events: HashSet<String> = event::Entity::find()
+        .all(&database.conn)
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert!(events.len() > 160, "{} events", events.len());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let delivered: HashSet<String> = receiver
+            .received_at("/ok")
+            .iter()
+            .filter_map(|r| r.header("webhook-id").map(str::to_owned))
+            .collect();
+        let missing = events.difference(&delivered).count();
+        if missing == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{missing} of {} events not delivered",
+            events.len()
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // And every payee's email went out.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let emails = email_outbox::Entity::find()
+            .all(&database.conn)
+            .await
+            .expect("emails");
+        let sent = emails
+            .iter()
+            .filter(|e| e.status == EmailStatus::Sent)
+            .count();
+        if emails.len() == 160 && sent == 160 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sent} of {} emails sent",
+            emails.len()
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(b);
+}
