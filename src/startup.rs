@@ -8,7 +8,12 @@ use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
 use anyhow::Context;
 use payroll_actors::{
     audit_writer::{AuditWriter, Flush},
-    exchange::{ExchangeProvider, actor::ExchangeActor, sandbox::SandboxProvider},
+    exchange::{
+        ExchangeProvider,
+        actor::{ExchangeActor, effective_limit},
+        okx::OkxProvider,
+        sandbox::SandboxProvider,
+    },
     mailer::Mailer,
     retention::RetentionJanitor,
     run::{manager::RunManager, operations::RunDeps},
@@ -127,12 +132,36 @@ impl Application {
         )
         .start();
         RetentionJanitor::new(db.clone(), Duration::from_secs(60)).start();
-        let provider: Arc<dyn ExchangeProvider> = Arc::new(
-            SandboxProvider::open(db.clone(), settings.exchange.sandbox.clone())
-                .await
-                .context("the sandbox exchange could not be opened")?,
-        );
+        let provider: Arc<dyn ExchangeProvider> = match settings.exchange.provider.as_str() {
+            "okx" => Arc::new(
+                OkxProvider::new(settings.exchange.okx.clone())
+                    .map_err(|why| anyhow::anyhow!("exchange.okx: {why}"))?,
+            ),
+            _ => Arc::new(
+                SandboxProvider::open(db.clone(), settings.exchange.sandbox.clone())
+                    .await
+                    .context("the sandbox exchange could not be opened")?,
+            ),
+        };
         let exchange_provider = provider.name();
+        let (per_second, burst) = effective_limit(
+            settings.exchange.withdrawals_per_second,
+            settings.exchange.burst,
+            provider.withdrawal_limit(),
+        );
+        if (per_second, burst)
+            != (
+                settings.exchange.withdrawals_per_second,
+                settings.exchange.burst,
+            )
+        {
+            tracing::info!(
+                per_second,
+                burst,
+                provider = exchange_provider,
+                "withdrawal rate limit lowered to the exchange's own (exchange.withdrawals_per_second, exchange.burst)"
+            );
+        }
         let exchange = ExchangeActor::new(
             provider,
             settings.exchange.withdrawals_per_second,

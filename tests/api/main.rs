@@ -9,6 +9,7 @@ mod employees;
 mod execution;
 mod helpers;
 mod idempotency;
+mod okx;
 mod openapi;
 mod pipeline;
 mod receiver;
