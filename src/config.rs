@@ -6,12 +6,26 @@ use std::path::{Path, PathBuf};
 
 use config::{Config, Environment, File, FileFormat};
 pub use payroll_actors::settings::{
-    EmailSettings, ExchangeSettings, RunsSettings, SandboxSettings, SmtpSettings, TestRunSettings,
+    EmailSettings, ExchangeSettings, OkxSettings, RunsSettings, SandboxSettings, SmtpSettings,
+    TestRunSettings,
 };
 pub use payroll_actors::webhook::WebhookSettings;
 use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
+
+/// Credentials that are taken from the environment only, with their variables.
+const ENV_ONLY: &[(&str, &str)] = &[
+    ("exchange.okx.api_key", "PAYROLL__EXCHANGE__OKX__API_KEY"),
+    (
+        "exchange.okx.secret_key",
+        "PAYROLL__EXCHANGE__OKX__SECRET_KEY",
+    ),
+    (
+        "exchange.okx.passphrase",
+        "PAYROLL__EXCHANGE__OKX__PASSPHRASE",
+    ),
+];
 
 /// A secret value: usable, but never printed by `Debug`.
 #[derive(Clone, Default, Deserialize)]
@@ -157,6 +171,18 @@ impl Settings {
                 )));
             }
             builder = builder.add_source(File::from(path).required(true));
+        }
+        // Exchange credentials in a file would end up in backups and version control.
+        let files = builder
+            .clone()
+            .build()
+            .map_err(|e| ConfigError(e.to_string()))?;
+        for (key, variable) in ENV_ONLY {
+            if files.get::<config::Value>(key).is_ok() {
+                return Err(ConfigError(format!(
+                    "{key}: a secret; set it in the environment ({variable}), not in a config file"
+                )));
+            }
         }
         builder = builder.add_source(
             Environment::with_prefix("PAYROLL")
@@ -335,12 +361,13 @@ impl Settings {
         if self.runs.poll_interval_ms == 0 || self.runs.funds_watch_interval_ms == 0 {
             return bad("runs.poll_interval_ms", "intervals must be at least 1 ms");
         }
-        if self.exchange.provider != "sandbox" {
+        if !matches!(self.exchange.provider.as_str(), "sandbox" | "okx") {
             return bad(
                 "exchange.provider",
-                "must be \"sandbox\" (the embedded exchange)",
+                "must be \"sandbox\" (the embedded exchange) or \"okx\"",
             );
         }
+        self.validate_okx()?;
         if self.exchange.burst == 0 {
             return bad("exchange.burst", "must be at least 1");
         }
@@ -387,6 +414,66 @@ impl Settings {
         Ok(())
     }
 
+    /// `exchange.okx.*`: the shape of every key always, the credentials when OKX is the provider.
+    fn validate_okx(&self) -> Result<(), ConfigError> {
+        let bad = |key: &str, why: &str| Err(ConfigError(format!("{key}: {why}")));
+        let okx = &self.exchange.okx;
+        let uri = okx.base_url.parse::<awc::http::Uri>().ok();
+        let base_ok = uri.as_ref().is_some_and(|u| {
+            matches!(u.scheme_str(), Some("http" | "https"))
+                && u.authority().is_some()
+                && u.query().is_none()
+        });
+        if !base_ok {
+            return bad(
+                "exchange.okx.base_url",
+                "must be an http(s) URL such as https://www.okx.com",
+            );
+        }
+        if okx.timeout_ms == 0 || okx.timeout_ms > 300_000 {
+            return bad("exchange.okx.timeout_ms", "must be between 1 and 300000");
+        }
+        let chains = okx
+            .chain_map()
+            .map_err(|why| ConfigError(format!("exchange.okx.chains: {why}")))?;
+        if let Some((network, _)) = chains
+            .iter()
+            .find(|(_, chain)| chain.trim().is_empty() || chain.len() > 64)
+        {
+            return bad(
+                &format!("exchange.okx.chains.{network}"),
+                "must be an OKX chain name such as USDC-ERC20",
+            );
+        }
+        let Some(deposit) = okx.deposit_network() else {
+            return bad(
+                "exchange.okx.deposit_network",
+                &format!("must be one of {}", payroll_entities::Network::spellings()),
+            );
+        };
+        if !chains.contains_key(&deposit) {
+            return bad(
+                "exchange.okx.deposit_network",
+                &format!("{deposit} has no chain in exchange.okx.chains"),
+            );
+        }
+        if self.exchange.provider == "okx" {
+            for ((key, variable), value) in
+                ENV_ONLY
+                    .iter()
+                    .zip([&okx.api_key, &okx.secret_key, &okx.passphrase])
+            {
+                if value.trim().is_empty() {
+                    return bad(
+                        key,
+                        &format!("required when exchange.provider is \"okx\"; set {variable}"),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The database URL in force: the configured one, or the embedded SQLite file.
     pub fn database_url(&self) -> String {
         let url = self.database.url.expose();
@@ -411,6 +498,46 @@ mod tests {
         assert_eq!(s.server.port, 8080);
         assert_eq!(s.database_url(), "sqlite://data/payroll.db?mode=rwc");
         assert_eq!(s.api.rate_limit_burst, 200);
+    }
+
+    #[test]
+    fn okx_needs_its_credentials_and_a_sound_chain_map() {
+        let mut s = Settings::defaults().expect("defaults are valid");
+        s.exchange.provider = "okx".into();
+        let err = s.validate().expect_err("no credentials").to_string();
+        assert!(err.contains("exchange.okx.api_key"), "{err}");
+        assert!(err.contains("PAYROLL__EXCHANGE__OKX__API_KEY"), "{err}");
+        s.exchange.okx.api_key = "k".into();
+        s.exchange.okx.secret_key = "s".into();
+        s.exchange.okx.passphrase = "p".into();
+        s.validate().expect("valid");
+        s.exchange
+            .okx
+            .chains
+            .insert("dogecoin".into(), "DOGE".into());
+        let err = s.validate().expect_err("bad network").to_string();
+        assert!(err.contains("exchange.okx.chains"), "{err}");
+        s.exchange.okx.chains.remove("dogecoin");
+        s.exchange.okx.base_url = "ftp://okx".into();
+        let err = s.validate().expect_err("bad url").to_string();
+        assert!(err.contains("exchange.okx.base_url"), "{err}");
+        s.exchange.okx.base_url = "https://www.okx.com".into();
+        s.exchange.okx.deposit_network = "TRON".into();
+        let err = s.validate().expect_err("bad deposit network").to_string();
+        assert!(err.contains("exchange.okx.deposit_network"), "{err}");
+    }
+
+    #[test]
+    fn okx_credentials_are_refused_in_a_config_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("okx.toml");
+        std::fs::write(&path, "[exchange.okx]\nsecret_key = \"abc\"\n").expect("write");
+        let err = Settings::load(Some(&path))
+            .expect_err("refused")
+            .to_string();
+        assert!(err.contains("exchange.okx.secret_key"), "{err}");
+        assert!(err.contains("PAYROLL__EXCHANGE__OKX__SECRET_KEY"), "{err}");
+        assert!(!err.contains("abc"), "{err}");
     }
 
     #[test]

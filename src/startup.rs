@@ -8,9 +8,11 @@ use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
 use anyhow::Context;
 use payroll_actors::{
     audit_writer::{AuditWriter, Flush},
-    exchange::actor::StopSending,
     exchange::{
-        ExchangeProvider, actor::ExchangeActor, rate_limit::SharedRateLimit,
+        ExchangeProvider,
+        actor::{ExchangeActor, StopSending, effective_limit},
+        okx::OkxProvider,
+        rate_limit::SharedRateLimit,
         sandbox::SandboxProvider,
     },
     mailer::Mailer,
@@ -140,17 +142,41 @@ impl Application {
         )
         .start();
         RetentionJanitor::new(db.clone(), Duration::from_secs(60)).start();
-        let provider: Arc<dyn ExchangeProvider> = Arc::new(
-            SandboxProvider::open(db.clone(), settings.exchange.sandbox.clone())
-                .await
-                .context("the sandbox exchange could not be opened")?,
-        );
+        let provider: Arc<dyn ExchangeProvider> = match settings.exchange.provider.as_str() {
+            "okx" => Arc::new(
+                OkxProvider::new(settings.exchange.okx.clone())
+                    .map_err(|why| anyhow::anyhow!("exchange.okx: {why}"))?,
+            ),
+            _ => Arc::new(
+                SandboxProvider::open(db.clone(), settings.exchange.sandbox.clone())
+                    .await
+                    .context("the sandbox exchange could not be opened")?,
+            ),
+        };
         let exchange_provider = provider.name();
+        let (per_second, burst) = effective_limit(
+            settings.exchange.withdrawals_per_second,
+            settings.exchange.burst,
+            provider.withdrawal_limit(),
+        );
+        if (per_second, burst)
+            != (
+                settings.exchange.withdrawals_per_second,
+                settings.exchange.burst,
+            )
+        {
+            tracing::info!(
+                per_second,
+                burst,
+                provider = exchange_provider,
+                "withdrawal rate limit lowered to the exchange's own (exchange.withdrawals_per_second, exchange.burst)"
+            );
+        }
         let limit = SharedRateLimit::new(
             db.clone(),
             format!("exchange:{exchange_provider}"),
-            settings.exchange.withdrawals_per_second,
-            settings.exchange.burst,
+            per_second,
+            burst,
         );
         let exchange = ExchangeActor::new(provider, limit).start();
         let mailer = Mailer::new(db.clone(), settings.email.clone(), &settings.data.dir)

@@ -1,7 +1,11 @@
 //! The configuration sections the actors use (CONTRACT §13); `src/config.rs` reads them.
 
-use std::path::PathBuf;
+use std::{
+    collections::{BTreeMap, HashMap},
+    path::PathBuf,
+};
 
+use payroll_entities::Network;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -21,7 +25,7 @@ pub struct RunsSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExchangeSettings {
-    /// `sandbox` (the embedded exchange).
+    /// `sandbox` (the embedded exchange) or `okx` (OKX v5 REST).
     pub provider: String,
     /// Withdrawals per second, 0 for no limit; bursts of `burst`.
     pub withdrawals_per_second: u32,
@@ -33,6 +37,7 @@ pub struct ExchangeSettings {
     /// A payout PROCESSING longer than this is reported, never re-sent.
     pub stuck_after_ms: u64,
     pub sandbox: SandboxSettings,
+    pub okx: OkxSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -47,6 +52,64 @@ pub struct SandboxSettings {
     /// The sandbox's own limit (0: none); above it it answers "rate limited".
     pub max_withdrawals_per_second: u32,
     pub transfer_delay_ms: u64,
+}
+
+/// The OKX account (`exchange.provider = "okx"`). The three credentials come from the
+/// environment only (`PAYROLL__EXCHANGE__OKX__API_KEY`, `…__SECRET_KEY`, `…__PASSPHRASE`) and
+/// are never printed.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OkxSettings {
+    /// `https://www.okx.com`; tests point it at a scripted server.
+    pub base_url: String,
+    #[serde(default)]
+    pub api_key: String,
+    #[serde(default)]
+    pub secret_key: String,
+    #[serde(default)]
+    pub passphrase: String,
+    /// Our network → OKX's chain name for USDC (`ETHEREUM` → `USDC-ERC20`). A payee on a
+    /// network missing here cannot be paid through OKX.
+    pub chains: BTreeMap<String, String>,
+    /// The network whose OKX deposit address is shown for funding the account.
+    pub deposit_network: String,
+    /// One request to OKX (connect, send, answer) takes at most this long; after that a
+    /// withdrawal's outcome is unknown and it is looked up by client id.
+    pub timeout_ms: u64,
+}
+
+impl OkxSettings {
+    /// The chain map with its keys read as networks (case-insensitively: environment variable
+    /// names may arrive in lower case), or the first key that names no network.
+    pub fn chain_map(&self) -> Result<HashMap<Network, String>, String> {
+        let mut out = HashMap::new();
+        for (key, chain) in &self.chains {
+            let network = Network::parse(&key.to_ascii_uppercase())
+                .ok_or_else(|| format!("{key} is not a network ({})", Network::spellings()))?;
+            out.insert(network, chain.clone());
+        }
+        Ok(out)
+    }
+
+    /// The deposit network, read like the chain map's keys.
+    pub fn deposit_network(&self) -> Option<Network> {
+        Network::parse(&self.deposit_network.to_ascii_uppercase())
+    }
+}
+
+impl std::fmt::Debug for OkxSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |s: &String| if s.is_empty() { "" } else { "[redacted]" };
+        f.debug_struct("OkxSettings")
+            .field("base_url", &self.base_url)
+            .field("api_key", &redacted(&self.api_key))
+            .field("secret_key", &redacted(&self.secret_key))
+            .field("passphrase", &redacted(&self.passphrase))
+            .field("chains", &self.chains)
+            .field("deposit_network", &self.deposit_network)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -26,6 +26,7 @@ use crate::{
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ExchangeAccount {
+    /// `sandbox` or `okx`.
     pub provider: &'static str,
     pub connected: bool,
     pub stablecoin: Stablecoin,
@@ -49,7 +50,7 @@ pub struct TreasuryWalletResource {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TreasuryBalance {
     pub exchange: ExchangeAccount,
-    /// Null where the provider has no treasury wallet.
+    /// Null where the provider has no treasury wallet (okx).
     pub treasury_wallet: Option<TreasuryWalletResource>,
     #[serde(serialize_with = "time::wire::serialize")]
     #[schema(value_type = String, format = DateTime)]
@@ -142,7 +143,7 @@ fn transfer_id(req: &ApiRequest) -> String {
 
 #[utoipa::path(post, path = "/treasury/transfers", operation_id = "createTreasuryTransfer", tag = "treasury",
     request_body = CreateTransferRequest,
-    responses((status = 201, description = "The transfer (COMPLETED at once on the sandbox unless exchange.sandbox.transfer_delay_ms)", body = TransferResource)))]
+    responses((status = 201, description = "The transfer (COMPLETED at once on the sandbox unless exchange.sandbox.transfer_delay_ms). A provider that cannot move treasury funds (okx) answers 409 TREASURY_TRANSFER_UNSUPPORTED with `deposit_address` and `network` in the error details", body = TransferResource)))]
 pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (body, mut errors) = req.json_partial::<CreateTransferRequest>()?;
     let mut checks = Vec::new();

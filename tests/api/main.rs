@@ -10,6 +10,7 @@ mod execution;
 mod helpers;
 mod idempotency;
 mod instances;
+mod okx;
 mod openapi;
 mod pipeline;
 mod receiver;

@@ -68,7 +68,8 @@ pub struct ExchangeActor {
 }
 
 impl ExchangeActor {
-    /// `limit` is the account's shared withdrawal rate limit.
+    /// `limit` is the account's shared withdrawal rate limit (startup lowers the configured
+    /// one to the exchange's own, see [`effective_limit`]).
     pub fn new(provider: Arc<dyn ExchangeProvider>, limit: SharedRateLimit) -> ExchangeActor {
         ExchangeActor {
             provider,
@@ -207,6 +208,22 @@ impl ExchangeActor {
     }
 }
 
+/// The withdrawal limit in force: the configured one, lowered to the exchange's own limit where
+/// it has one (a configured 0, "no limit", becomes the exchange's rate).
+pub fn effective_limit(per_second: u32, burst: u32, exchange: Option<(u32, u32)>) -> (u32, u32) {
+    match exchange {
+        None => (per_second, burst),
+        Some((max_rate, max_burst)) => {
+            let rate = if per_second == 0 {
+                max_rate
+            } else {
+                per_second.min(max_rate)
+            };
+            (rate, burst.min(max_burst).max(1))
+        }
+    }
+}
+
 impl Actor for ExchangeActor {
     type Context = Context<Self>;
 
@@ -287,7 +304,7 @@ impl Handler<Lookup> for ExchangeActor {
     }
 }
 
-/// Fee quotes for these networks, and the minimum withdrawal.
+/// Fee quotes for those of these networks the provider supports, and the minimum withdrawal.
 #[derive(Message)]
 #[rtype(result = "Result<(HashMap<Network, Cents>, Cents), ExchangeError>")]
 pub struct QuoteFees(pub Vec<Network>);
@@ -299,7 +316,7 @@ impl Handler<QuoteFees> for ExchangeActor {
         let provider = self.provider.clone();
         Box::pin(async move {
             let mut fees = HashMap::new();
-            for network in msg.0 {
+            for network in msg.0.into_iter().filter(|n| provider.supports(*n)) {
                 fees.insert(network, provider.fee(network).await?);
             }
             Ok((fees, provider.min_withdrawal()))
@@ -368,5 +385,20 @@ impl Handler<GetState> for ExchangeActor {
             queued: self.queue.len(),
             sent: self.sent,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::effective_limit;
+
+    #[test]
+    fn the_exchange_limit_caps_the_configured_one() {
+        assert_eq!(effective_limit(6, 6, None), (6, 6));
+        assert_eq!(effective_limit(0, 6, None), (0, 6));
+        assert_eq!(effective_limit(6, 6, Some((6, 1))), (6, 1));
+        assert_eq!(effective_limit(100, 10, Some((6, 1))), (6, 1));
+        assert_eq!(effective_limit(0, 10, Some((6, 1))), (6, 1));
+        assert_eq!(effective_limit(2, 1, Some((6, 1))), (2, 1));
     }
 }

@@ -1,8 +1,9 @@
 //! The exchange: a provider interface (balance, withdrawals by client id, lookups, fees,
-//! treasury transfers), the sandbox provider, and the `ExchangeActor` that owns the
+//! treasury transfers), the sandbox and OKX providers, and the `ExchangeActor` that owns the
 //! conversation with it and the withdrawal rate limit.
 
 pub mod actor;
+pub mod okx;
 pub mod rate_limit;
 pub mod sandbox;
 
@@ -88,10 +89,23 @@ impl From<sea_orm::DbErr> for ExchangeError {
     }
 }
 
-#[async_trait]
+/// A provider is only called from the `ExchangeActor`'s arbiter, so its futures need not be
+/// `Send`: a provider may use that arbiter's (thread-bound) HTTP client.
+#[async_trait(?Send)]
 pub trait ExchangeProvider: Send + Sync {
     /// `sandbox`, `okx`, …
     fn name(&self) -> &'static str;
+
+    /// Whether payouts on `network` can be sent at all (fees are quoted only for those).
+    fn supports(&self, _network: Network) -> bool {
+        true
+    }
+
+    /// The exchange's own withdrawal limit as (per second, burst), which the `ExchangeActor`'s
+    /// configured limit never exceeds; `None` when the exchange has none.
+    fn withdrawal_limit(&self) -> Option<(u32, u32)> {
+        None
+    }
 
     async fn balances(&self) -> Result<Balances, ExchangeError>;
 

@@ -270,7 +270,7 @@ pub async fn adjust(db: &Db, account: SandboxAccount, delta: i64) -> Result<Cent
     Ok(Cents(next))
 }
 
-#[async_trait]
+#[async_trait(?Send)]
 impl ExchangeProvider for SandboxProvider {
     fn name(&self) -> &'static str {
         "sandbox"

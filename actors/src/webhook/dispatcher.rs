@@ -284,7 +284,8 @@ pub fn build_client(settings: &WebhookSettings) -> awc::Client {
         .finish()
 }
 
-fn tls_config() -> Option<rustls::ClientConfig> {
+/// rustls with the webpki roots, for webhooks and the exchange.
+pub(crate) fn tls_config() -> Option<rustls::ClientConfig> {
     let roots = rustls::RootCertStore {
         roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
     };

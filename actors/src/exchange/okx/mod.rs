@@ -1,0 +1,676 @@
+//! The OKX provider: USDC withdrawals from an OKX funding account over OKX's v5 REST API,
+//! signed with the account's API key.
+//!
+//! Endpoints (all private, "6 requests per second" per user ID in OKX's documentation, which
+//! this provider keeps to for each endpoint on its own):
+//! - `GET /api/v5/asset/balances?ccy=USDC`: the funding account's available balance;
+//! - `GET /api/v5/asset/deposit-address?ccy=USDC`: where funds are sent to the account;
+//! - `GET /api/v5/asset/currencies?ccy=USDC`: each chain's withdrawal fee and minimum;
+//! - `POST /api/v5/asset/withdrawal` (`dest` "4", on-chain; the fee is not part of `amt`);
+//! - `GET /api/v5/asset/withdrawal-history?ccy=USDC&clientId=…`: a withdrawal by client id.
+//!
+//! OKX cannot pull money from the treasury wallet, so treasury transfers answer
+//! [`ExchangeError::TransferUnsupported`] with the deposit address.
+//!
+//! The HTTP client (`awc`) lives on the actix arbiter that calls the provider (the
+//! `ExchangeActor`'s), which is why the provider interface's futures are not `Send`.
+
+pub mod protocol;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use async_trait::async_trait;
+use awc::http::Method;
+use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use self::protocol::{
+    CCY, CodeClass, CurrencyChain, DepositAddress, Envelope, FundingBalance, Rounding, StateClass,
+    WithdrawalAck, WithdrawalRecord,
+};
+use super::{
+    Balances, ExchangeError, ExchangeProvider, RemoteStatus, WithdrawalOutcome, WithdrawalRequest,
+    explorer_url, rate_limit::gcra_take,
+};
+use crate::settings::OkxSettings;
+
+/// OKX's documented limit of every endpoint used here: 6 requests per second per user ID.
+pub const REQUESTS_PER_SECOND: u32 = 6;
+
+/// How long to wait after OKX's rate-limit answer when it does not say (`Retry-After`).
+const RATE_LIMIT_BACKOFF_MS: u64 = 1000;
+
+/// Fee quotes are read again after this long.
+const QUOTE_TTL: Duration = Duration::from_secs(60);
+
+/// Largest answer read from OKX.
+const MAX_ANSWER_BYTES: usize = 4 << 20;
+
+/// One limiter per endpoint: a bucket of 1 refilled 6 times a second, so no window of one
+/// second ever holds more than 6 requests (a larger burst could put burst + 5 into one).
+/// Kept in this process (the GCRA's theoretical arrival time, in microseconds since `start`):
+/// these limits are OKX's per API key, and one instance calls these endpoints at a time far
+/// below them except for withdrawals, which the shared withdrawal limit paces.
+struct EndpointLimiter {
+    start: Instant,
+    tat_us: Mutex<i64>,
+}
+
+impl EndpointLimiter {
+    fn new() -> EndpointLimiter {
+        EndpointLimiter {
+            start: Instant::now(),
+            tat_us: Mutex::new(0),
+        }
+    }
+
+    async fn acquire(&self) {
+        let interval_us = 1_000_000 / i64::from(REQUESTS_PER_SECOND.max(1));
+        loop {
+            let wait = {
+                let mut tat = match self.tat_us.lock() {
+                    Ok(guard) => guard,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                let now_us = i64::try_from(self.start.elapsed().as_micros()).unwrap_or(i64::MAX);
+                let take = gcra_take(*tat, now_us, interval_us, 1, 1);
+                *tat = take.tat_us;
+                if take.granted == 1 {
+                    return;
+                }
+                Duration::from_micros(u64::try_from(take.wait_us).unwrap_or(0))
+                    .max(Duration::from_millis(1))
+            };
+            actix_rt::time::sleep(wait).await;
+        }
+    }
+}
+
+struct Limiters {
+    balances: EndpointLimiter,
+    deposit_address: EndpointLimiter,
+    currencies: EndpointLimiter,
+    withdrawal: EndpointLimiter,
+    withdrawal_history: EndpointLimiter,
+}
+
+/// A fee quote of one chain.
+#[derive(Debug, Clone, Copy)]
+struct ChainQuote {
+    fee: Cents,
+    min_withdrawal: Cents,
+}
+
+pub struct OkxProvider {
+    settings: OkxSettings,
+    base_url: String,
+    chains: HashMap<Network, String>,
+    deposit_network: Network,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    limiters: Limiters,
+    quotes: Mutex<Option<(Instant, HashMap<String, ChainQuote>)>>,
+    /// The largest minimum withdrawal of the chains last quoted (1 cent until then).
+    min_withdrawal: Mutex<Cents>,
+    /// The deposit address, once read: it does not change.
+    deposit_address: Mutex<Option<String>>,
+}
+
+/// One HTTP answer from OKX.
+struct Answer {
+    status: u16,
+    retry_after_ms: Option<u64>,
+    body: Vec<u8>,
+}
+
+impl OkxProvider {
+    /// The provider for validated settings (`src/config.rs` checks every key first).
+    pub fn new(settings: OkxSettings) -> Result<OkxProvider, String> {
+        let chains = settings.chain_map()?;
+        let deposit_network = settings
+            .deposit_network()
+            .ok_or_else(|| format!("{} is not a network", settings.deposit_network))?;
+        if !chains.contains_key(&deposit_network) {
+            return Err(format!(
+                "the deposit network {deposit_network} has no chain in exchange.okx.chains"
+            ));
+        }
+        Ok(OkxProvider {
+            base_url: settings.base_url.trim_end_matches('/').to_owned(),
+            tls: crate::webhook::dispatcher::tls_config().map(Arc::new),
+            chains,
+            deposit_network,
+            limiters: Limiters {
+                balances: EndpointLimiter::new(),
+                deposit_address: EndpointLimiter::new(),
+                currencies: EndpointLimiter::new(),
+                withdrawal: EndpointLimiter::new(),
+                withdrawal_history: EndpointLimiter::new(),
+            },
+            quotes: Mutex::new(None),
+            min_withdrawal: Mutex::new(Cents(1)),
+            deposit_address: Mutex::new(None),
+            settings,
+        })
+    }
+
+    /// A client for one request. awc clients cannot be shared across threads, and OKX is
+    /// called a few times a second at most, so each request makes its own.
+    fn client(&self) -> awc::Client {
+        let timeout = Duration::from_millis(self.settings.timeout_ms.max(1));
+        let mut connector = awc::Connector::new().timeout(timeout);
+        if let Some(tls) = &self.tls {
+            connector = connector.rustls_0_23(tls.clone());
+        }
+        awc::Client::builder()
+            .connector(connector)
+            .disable_redirects()
+            .timeout(timeout)
+            .add_default_header(("user-agent", concat!("payroll/", env!("CARGO_PKG_VERSION"))))
+            .finish()
+    }
+
+    /// Sends one signed request; `Err` when no answer came (timeout, reset, refused).
+    async fn call(
+        &self,
+        method: Method,
+        request_path: &str,
+        body: Option<String>,
+    ) -> Result<Answer, String> {
+        let timestamp = protocol::timestamp(chrono::Utc::now());
+        let signature = protocol::sign(
+            &self.settings.secret_key,
+            &timestamp,
+            method.as_str(),
+            request_path,
+            body.as_deref().unwrap_or(""),
+        );
+        let request = self
+            .client()
+            .request(method, format!("{}{request_path}", self.base_url))
+            .insert_header(("OK-ACCESS-KEY", self.settings.api_key.as_str()))
+            .insert_header(("OK-ACCESS-SIGN", signature))
+            .insert_header(("OK-ACCESS-TIMESTAMP", timestamp))
+            .insert_header(("OK-ACCESS-PASSPHRASE", self.settings.passphrase.as_str()));
+        let sent = match body {
+            Some(body) => {
+                request
+                    .insert_header(("Content-Type", "application/json"))
+                    .send_body(body)
+                    .await
+            }
+            None => request.send().await,
+        };
+        let mut response = sent.map_err(|e| e.to_string())?;
+        let retry_after_ms = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|seconds| seconds.saturating_mul(1000));
+        let body = response
+            .body()
+            .limit(MAX_ANSWER_BYTES)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Answer {
+            status: response.status().as_u16(),
+            retry_after_ms,
+            body: body.to_vec(),
+        })
+    }
+
+    /// A read: the envelope's data, or why there is none.
+    async fn read<T: DeserializeOwned>(
+        &self,
+        limiter: &EndpointLimiter,
+        request_path: &str,
+    ) -> Result<Vec<T>, ExchangeError> {
+        limiter.acquire().await;
+        let answer = self
+            .call(Method::GET, request_path, None)
+            .await
+            .map_err(|e| unavailable(request_path, &e))?;
+        let envelope: Envelope<T> = serde_json::from_slice(&answer.body).map_err(|e| {
+            unavailable(
+                request_path,
+                &format!("HTTP {}, unreadable answer: {e}", answer.status),
+            )
+        })?;
+        if envelope.code != "0" || !(200..300).contains(&answer.status) {
+            return Err(unavailable(
+                request_path,
+                &format!(
+                    "HTTP {}, code {}: {}",
+                    answer.status, envelope.code, envelope.msg
+                ),
+            ));
+        }
+        Ok(envelope.data)
+    }
+
+    async fn quotes(&self) -> Result<HashMap<String, ChainQuote>, ExchangeError> {
+        if let Some((at, quotes)) = lock(&self.quotes).as_ref()
+            && at.elapsed() < QUOTE_TTL
+        {
+            return Ok(quotes.clone());
+        }
+        let chains: Vec<CurrencyChain> = self
+            .read(
+                &self.limiters.currencies,
+                &format!("/api/v5/asset/currencies?ccy={CCY}"),
+            )
+            .await?;
+        let mut quotes = HashMap::new();
+        for c in chains.into_iter().filter(|c| c.ccy == CCY && c.can_wd) {
+            let fee_text = if c.fee.is_empty() { &c.min_fee } else { &c.fee };
+            let fee = protocol::amount_to_cents(fee_text, Rounding::Up);
+            let min = protocol::amount_to_cents(&c.min_wd, Rounding::Up);
+            match (fee, min) {
+                (Some(fee), Some(min_withdrawal)) => {
+                    quotes.insert(
+                        c.chain,
+                        ChainQuote {
+                            fee,
+                            min_withdrawal,
+                        },
+                    );
+                }
+                _ => {
+                    tracing::warn!(chain = %c.chain, fee = %fee_text, min = %c.min_wd, "OKX quoted an unreadable fee or minimum; the chain is left out")
+                }
+            }
+        }
+        *lock(&self.quotes) = Some((Instant::now(), quotes.clone()));
+        Ok(quotes)
+    }
+
+    async fn deposit_address(&self) -> Result<String, ExchangeError> {
+        if let Some(address) = lock(&self.deposit_address).clone() {
+            return Ok(address);
+        }
+        let chain = self
+            .chains
+            .get(&self.deposit_network)
+            .cloned()
+            .unwrap_or_default();
+        let addresses: Vec<DepositAddress> = self
+            .read(
+                &self.limiters.deposit_address,
+                &format!("/api/v5/asset/deposit-address?ccy={CCY}"),
+            )
+            .await?;
+        // The funding account's address on the deposit chain, the one the website shows first.
+        let mut candidates: Vec<&DepositAddress> = addresses
+            .iter()
+            .filter(|a| a.chain == chain && !a.addr.is_empty())
+            .collect();
+        candidates.sort_by_key(|a| (a.to != "6", !a.selected));
+        let address = candidates.first().map(|a| a.addr.clone()).ok_or_else(|| {
+            ExchangeError::Unavailable(format!(
+                "OKX has no {CCY} deposit address on {chain}; create one on the OKX website"
+            ))
+        })?;
+        *lock(&self.deposit_address) = Some(address.clone());
+        Ok(address)
+    }
+
+    /// Sends one withdrawal and reads OKX's answer.
+    async fn withdraw_one(&self, request: &WithdrawalRequest) -> WithdrawalOutcome {
+        let Some(client_id) = protocol::to_okx_client_id(&request.client_id) else {
+            return WithdrawalOutcome::Rejected {
+                reason: format!(
+                    "the client id {} has no OKX form; nothing was sent",
+                    request.client_id
+                ),
+            };
+        };
+        let Some(chain) = self.chains.get(&request.network) else {
+            return WithdrawalOutcome::Rejected {
+                reason: format!(
+                    "no OKX chain is configured for {} (exchange.okx.chains); nothing was sent",
+                    request.network
+                ),
+            };
+        };
+        if request.amount.0 < 1 {
+            return WithdrawalOutcome::Rejected {
+                reason: "a withdrawal must be at least 1 cent".into(),
+            };
+        }
+        let body = json!({
+            "ccy": CCY,
+            "amt": protocol::cents_to_amount(request.amount),
+            "dest": "4",
+            "toAddr": request.address,
+            "chain": chain,
+            "clientId": client_id,
+        })
+        .to_string();
+        self.limiters.withdrawal.acquire().await;
+        let answer = match self
+            .call(Method::POST, "/api/v5/asset/withdrawal", Some(body))
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) => {
+                return WithdrawalOutcome::Ambiguous {
+                    reason: format!("no answer from OKX: {e}"),
+                };
+            }
+        };
+        withdrawal_outcome(&answer, &client_id)
+    }
+
+    /// Looks one client id up.
+    async fn lookup_one(&self, ours: &str) -> Result<RemoteStatus, ExchangeError> {
+        let Some(client_id) = protocol::to_okx_client_id(ours) else {
+            // Never sent: OKX cannot know it.
+            return Ok(RemoteStatus::Unknown);
+        };
+        let records: Vec<WithdrawalRecord> = self
+            .read(
+                &self.limiters.withdrawal_history,
+                &format!("/api/v5/asset/withdrawal-history?ccy={CCY}&clientId={client_id}"),
+            )
+            .await?;
+        let Some(record) = records.into_iter().find(|r| r.client_id == client_id) else {
+            return Ok(RemoteStatus::Unknown);
+        };
+        let cex_id = record.wd_id.clone();
+        Ok(match protocol::classify_state(&record.state) {
+            StateClass::Pending => RemoteStatus::Pending { cex_id },
+            StateClass::Success if record.tx_id.is_empty() => RemoteStatus::Pending { cex_id },
+            StateClass::Success => {
+                let network = self
+                    .chains
+                    .iter()
+                    .find(|(_, chain)| **chain == record.chain)
+                    .map(|(network, _)| *network);
+                RemoteStatus::Completed {
+                    cex_id,
+                    explorer_url: network.map(|n| explorer_url(n, &record.tx_id)),
+                    tx_hash: record.tx_id,
+                }
+            }
+            StateClass::Failed => RemoteStatus::Failed {
+                cex_id,
+                reason: format!(
+                    "OKX withdrawal state {} ({})",
+                    record.state,
+                    protocol::describe_state(&record.state)
+                ),
+            },
+        })
+    }
+}
+
+/// What OKX's answer to a withdrawal means.
+fn withdrawal_outcome(answer: &Answer, client_id: &str) -> WithdrawalOutcome {
+    let envelope = serde_json::from_slice::<Envelope<WithdrawalAck>>(&answer.body);
+    if let Ok(envelope) = &envelope
+        && envelope.code == "0"
+        && (200..300).contains(&answer.status)
+    {
+        return match envelope.data.iter().find(|ack| {
+            !ack.wd_id.is_empty() && (ack.client_id.is_empty() || ack.client_id == client_id)
+        }) {
+            Some(ack) => WithdrawalOutcome::Accepted {
+                cex_id: ack.wd_id.clone(),
+            },
+            None => WithdrawalOutcome::Ambiguous {
+                reason: "OKX answered success without a withdrawal id".into(),
+            },
+        };
+    }
+    let code = envelope.as_ref().ok().map(|e| e.code.as_str());
+    let message = match &envelope {
+        Ok(e) => format!("HTTP {}, OKX code {}: {}", answer.status, e.code, e.msg),
+        Err(e) => format!("HTTP {}, unreadable answer: {e}", answer.status),
+    };
+    match protocol::classify_answer(answer.status, code) {
+        CodeClass::RateLimited => WithdrawalOutcome::RateLimited {
+            retry_after_ms: answer.retry_after_ms.unwrap_or(RATE_LIMIT_BACKOFF_MS),
+        },
+        CodeClass::Ambiguous => WithdrawalOutcome::Ambiguous { reason: message },
+        CodeClass::Rejected => WithdrawalOutcome::Rejected { reason: message },
+    }
+}
+
+fn unavailable(request_path: &str, why: &str) -> ExchangeError {
+    let path = request_path.split('?').next().unwrap_or(request_path);
+    ExchangeError::Unavailable(format!("OKX {path}: {why}"))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+#[async_trait(?Send)]
+impl ExchangeProvider for OkxProvider {
+    fn name(&self) -> &'static str {
+        "okx"
+    }
+
+    fn supports(&self, network: Network) -> bool {
+        self.chains.contains_key(&network)
+    }
+
+    fn withdrawal_limit(&self) -> Option<(u32, u32)> {
+        Some((REQUESTS_PER_SECOND, 1))
+    }
+
+    async fn balances(&self) -> Result<Balances, ExchangeError> {
+        let balances: Vec<FundingBalance> = self
+            .read(
+                &self.limiters.balances,
+                &format!("/api/v5/asset/balances?ccy={CCY}"),
+            )
+            .await?;
+        // OKX lists only currencies with a balance above 0.
+        let available = match balances.iter().find(|b| b.ccy == CCY) {
+            None => Cents::ZERO,
+            Some(b) => {
+                protocol::amount_to_cents(&b.avail_bal, Rounding::Down).ok_or_else(|| {
+                    ExchangeError::Unavailable(format!(
+                        "OKX reported an unreadable {CCY} balance: {:?}",
+                        b.avail_bal
+                    ))
+                })?
+            }
+        };
+        Ok(Balances {
+            available,
+            deposit_address: self.deposit_address().await?,
+            network: self.deposit_network,
+            treasury: None,
+        })
+    }
+
+    async fn fee(&self, network: Network) -> Result<Cents, ExchangeError> {
+        let chain = self.chains.get(&network).ok_or_else(|| {
+            ExchangeError::Unavailable(format!(
+                "no OKX chain is configured for {network} (exchange.okx.chains)"
+            ))
+        })?;
+        let quotes = self.quotes().await?;
+        let quote = quotes.get(chain).ok_or_else(|| {
+            ExchangeError::Unavailable(format!(
+                "OKX does not offer {CCY} withdrawals on {chain} now"
+            ))
+        })?;
+        let mut min = lock(&self.min_withdrawal);
+        *min = (*min).max(quote.min_withdrawal);
+        Ok(quote.fee)
+    }
+
+    fn min_withdrawal(&self) -> Cents {
+        *lock(&self.min_withdrawal)
+    }
+
+    async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome> {
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for request in batch {
+            if let Some(WithdrawalOutcome::RateLimited { retry_after_ms }) = outcomes.last() {
+                // The rest would meet the same limit: none of them is sent.
+                let retry_after_ms = *retry_after_ms;
+                outcomes.push(WithdrawalOutcome::RateLimited { retry_after_ms });
+                continue;
+            }
+            let outcome = self.withdraw_one(request).await;
+            match &outcome {
+                WithdrawalOutcome::Accepted { cex_id } => {
+                    tracing::info!(client_id = %request.client_id, %cex_id, "OKX accepted a withdrawal")
+                }
+                WithdrawalOutcome::Rejected { reason } => {
+                    tracing::warn!(client_id = %request.client_id, %reason, "OKX refused a withdrawal")
+                }
+                WithdrawalOutcome::RateLimited { retry_after_ms } => {
+                    tracing::warn!(client_id = %request.client_id, retry_after_ms, "OKX rate limit; backing off")
+                }
+                WithdrawalOutcome::Ambiguous { .. } => {}
+            }
+            outcomes.push(outcome);
+        }
+        outcomes
+    }
+
+    async fn lookup(
+        &self,
+        client_ids: &[String],
+    ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
+        let mut out = HashMap::with_capacity(client_ids.len());
+        for id in client_ids {
+            // Any failure fails the whole lookup: an id left out would read as unknown.
+            let status = self.lookup_one(id).await?;
+            out.insert(id.clone(), status);
+        }
+        Ok(out)
+    }
+
+    async fn transfer(
+        &self,
+        _transfer_id: &str,
+        _direction: TransferDirection,
+        _amount: Cents,
+        _note: Option<String>,
+    ) -> Result<treasury_transfer::Model, ExchangeError> {
+        Err(ExchangeError::TransferUnsupported {
+            deposit_address: self.deposit_address().await?,
+            network: self.deposit_network,
+        })
+    }
+
+    async fn transfers(
+        &self,
+        _limit: u64,
+        _offset: u64,
+    ) -> Result<(Vec<treasury_transfer::Model>, u64), ExchangeError> {
+        // Nothing moves treasury funds through OKX.
+        Ok((Vec::new(), 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, body: &str) -> Answer {
+        Answer {
+            status,
+            retry_after_ms: None,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn withdrawal_answers_map_to_outcomes() {
+        let ok = r#"{"code":"0","msg":"","data":[{"amt":"1.00","wdId":"67485","ccy":"USDC","clientId":"X1","chain":"USDC-ERC20"}]}"#;
+        assert_eq!(
+            withdrawal_outcome(&answer(200, ok), "X1"),
+            WithdrawalOutcome::Accepted {
+                cex_id: "67485".into()
+            }
+        );
+        assert!(matches!(
+            withdrawal_outcome(&answer(200, r#"{"code":"0","msg":"","data":[]}"#), "X1"),
+            WithdrawalOutcome::Ambiguous { .. }
+        ));
+        assert_eq!(
+            withdrawal_outcome(
+                &answer(
+                    429,
+                    r#"{"code":"50011","msg":"Too Many Requests","data":[]}"#
+                ),
+                "X1"
+            ),
+            WithdrawalOutcome::RateLimited {
+                retry_after_ms: RATE_LIMIT_BACKOFF_MS
+            }
+        );
+        assert_eq!(
+            withdrawal_outcome(
+                &Answer {
+                    status: 429,
+                    retry_after_ms: Some(2000),
+                    body: b"Too Many Requests".to_vec()
+                },
+                "X1"
+            ),
+            WithdrawalOutcome::RateLimited {
+                retry_after_ms: 2000
+            }
+        );
+        assert!(matches!(
+            withdrawal_outcome(&answer(200, r#"{"code":"58207","msg":"Withdrawal address isn't on the verified address list.","data":[]}"#), "X1"),
+            WithdrawalOutcome::Rejected { reason } if reason.contains("58207")
+        ));
+        for (status, body) in [
+            (500, "Internal Server Error"),
+            (502, "<html>bad gateway</html>"),
+            (
+                503,
+                r#"{"code":"50001","msg":"Service temporarily unavailable","data":[]}"#,
+            ),
+            (200, r#"{"code":"0","msg":"","data":[{"wdId":"#),
+            (200, "not json"),
+            (
+                400,
+                r#"{"code":"50004","msg":"API endpoint request timeout","data":[]}"#,
+            ),
+        ] {
+            assert!(
+                matches!(
+                    withdrawal_outcome(&answer(status, body), "X1"),
+                    WithdrawalOutcome::Ambiguous { .. }
+                ),
+                "{status} {body}"
+            );
+        }
+    }
+
+    #[test]
+    fn settings_debug_never_shows_the_credentials() {
+        let settings = OkxSettings {
+            base_url: "https://www.okx.com".into(),
+            api_key: "key-123".into(),
+            secret_key: "secret-456".into(),
+            passphrase: "phrase-789".into(),
+            chains: [("ETHEREUM".to_owned(), "USDC-ERC20".to_owned())].into(),
+            deposit_network: "ETHEREUM".into(),
+            timeout_ms: 1000,
+        };
+        let shown = format!("{settings:?}");
+        for secret in ["key-123", "secret-456", "phrase-789"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("[redacted]"));
+    }
+}

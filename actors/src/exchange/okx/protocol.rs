@@ -1,0 +1,524 @@
+//! The rules of OKX's v5 REST API that need no IO: request signing, our client withdrawal id in
+//! the form OKX accepts, USDC amounts as decimal strings, withdrawal states and error codes.
+//!
+//! Facts from OKX's v5 documentation (<https://www.okx.com/docs-v5/en/>):
+//! - Private requests carry `OK-ACCESS-KEY`, `OK-ACCESS-SIGN`, `OK-ACCESS-TIMESTAMP` and
+//!   `OK-ACCESS-PASSPHRASE`. The signature is base64(HMAC-SHA256(secret, timestamp + METHOD +
+//!   requestPath + body)); the query string of a GET belongs to requestPath, a GET has no body;
+//!   the timestamp is UTC ISO 8601 with milliseconds, e.g. `2020-12-08T09:08:57.715Z`.
+//! - Answers are `{"code": "0", "msg": "", "data": [...]}`; any other code is an error.
+//! - `clientId` is "a combination of case-sensitive alphanumerics, all numbers, or all letters of
+//!   up to 32 characters".
+//! - Withdrawal states: pending `19`, `17`, `10`, `0`, `4`/`5`/`6`/`8`/`9`/`12` (manual review),
+//!   `7` (approved); in progress `1` (broadcasting), `15`, `16`, `-3` (canceling); final `-2`
+//!   (canceled), `-1` (failed), `2` (success).
+//! - Error codes: `50011` rate limit (HTTP 200 or 429), `50061` account rate limit, `58102`
+//!   funding rate limit (429); `50001` service unavailable (503), `50004` "endpoint request
+//!   timeout (does not mean that the request was successful or failed)", `50013` systems busy,
+//!   `50026` system error, `58007` funding service error; `582xx` are withdrawal refusals
+//!   (`58207` address not on the verified list, `58350` insufficient balance, …).
+
+use base64::Engine;
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, Mac};
+use payroll_entities::Cents;
+use serde::Deserialize;
+use sha2::Sha256;
+
+/// The currency of every payout.
+pub const CCY: &str = "USDC";
+
+/// `OK-ACCESS-TIMESTAMP`: UTC, ISO 8601, milliseconds.
+pub fn timestamp(at: DateTime<Utc>) -> String {
+    at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
+}
+
+/// `OK-ACCESS-SIGN` for one request. `request_path` includes the query string of a GET; `body`
+/// is the exact JSON text sent ("" for a GET).
+pub fn sign(secret: &str, timestamp: &str, method: &str, request_path: &str, body: &str) -> String {
+    // HMAC takes keys of any length, so this cannot fail.
+    let mut mac = match Hmac::<Sha256>::new_from_slice(secret.as_bytes()) {
+        Ok(mac) => mac,
+        Err(_) => return String::new(),
+    };
+    mac.update(timestamp.as_bytes());
+    mac.update(method.as_bytes());
+    mac.update(request_path.as_bytes());
+    mac.update(body.as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client withdrawal ids
+
+const PAYOUT_PREFIX: &str = "pay_";
+const ULID_LEN: usize = 26;
+const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// Our client withdrawal id `pay_<ULID>-<attempt>` as an OKX `clientId`: the payout's 26-letter
+/// ULID followed by the attempt in base 62 (`0-9A-Za-z`, no leading zeros). The ULID has a fixed
+/// length, so the two parts never run together; an attempt up to 4,294,967,295 takes at most 6
+/// characters, so the id is at most 32 letters and digits. `None` for an id of any other shape.
+pub fn to_okx_client_id(ours: &str) -> Option<String> {
+    let rest = ours.strip_prefix(PAYOUT_PREFIX)?;
+    let (ulid, attempt) = rest.split_once('-')?;
+    if !is_canonical_ulid(ulid) {
+        return None;
+    }
+    let n: u32 = attempt.parse().ok()?;
+    if n.to_string() != attempt {
+        return None;
+    }
+    Some(format!("{ulid}{}", base62(n)))
+}
+
+/// The inverse of [`to_okx_client_id`]: `None` for anything it cannot have made.
+pub fn from_okx_client_id(theirs: &str) -> Option<String> {
+    if !theirs.is_ascii() || theirs.len() <= ULID_LEN {
+        return None;
+    }
+    let (ulid, attempt) = theirs.split_at(ULID_LEN);
+    if !is_canonical_ulid(ulid) {
+        return None;
+    }
+    let n = from_base62(attempt)?;
+    Some(format!("{PAYOUT_PREFIX}{ulid}-{n}"))
+}
+
+fn is_canonical_ulid(text: &str) -> bool {
+    text.len() == ULID_LEN && ulid::Ulid::from_string(text).is_ok_and(|u| u.to_string() == text)
+}
+
+fn base62(mut n: u32) -> String {
+    let mut digits = Vec::new();
+    loop {
+        digits.push(BASE62[(n % 62) as usize]);
+        n /= 62;
+        if n == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    String::from_utf8(digits).unwrap_or_default()
+}
+
+fn from_base62(text: &str) -> Option<u32> {
+    if text.is_empty() || (text.len() > 1 && text.starts_with('0')) {
+        return None;
+    }
+    let mut n: u32 = 0;
+    for c in text.bytes() {
+        let digit = BASE62.iter().position(|d| *d == c)? as u32;
+        n = n.checked_mul(62)?.checked_add(digit)?;
+    }
+    Some(n)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Amounts
+
+/// How a USDC amount with more than two decimals becomes cents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounding {
+    /// Toward zero: for what we hold (never count money we do not have).
+    Down,
+    /// Away from zero: for what we pay (fees, minimums are never underestimated).
+    Up,
+}
+
+/// Cents as the USDC decimal string OKX takes: 1234 → "12.34".
+pub fn cents_to_amount(cents: Cents) -> String {
+    cents.display_usd()
+}
+
+/// A non-negative USDC decimal string ("12", "12.3456") in cents, exactly, rounding the digits
+/// beyond the second decimal as told. `None` for anything that is not such a number.
+pub fn amount_to_cents(text: &str, rounding: Rounding) -> Option<Cents> {
+    let (whole, fraction) = match text.split_once('.') {
+        Some((w, f)) => (w, f),
+        None => (text, ""),
+    };
+    if whole.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+        || (text.contains('.') && fraction.is_empty())
+    {
+        return None;
+    }
+    let whole: i64 = whole.parse().ok()?;
+    let mut cents = whole.checked_mul(100)?;
+    let mut kept = fraction.bytes().take(2).map(|b| i64::from(b - b'0'));
+    cents = cents.checked_add(kept.next().unwrap_or(0) * 10)?;
+    cents = cents.checked_add(kept.next().unwrap_or(0))?;
+    let rest_nonzero = fraction.bytes().skip(2).any(|b| b != b'0');
+    if rest_nonzero && rounding == Rounding::Up {
+        cents = cents.checked_add(1)?;
+    }
+    Some(Cents(cents))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+/// Every answer: `code` "0" with `data`, or an error code with `msg`.
+#[derive(Debug, Deserialize)]
+pub struct Envelope<T> {
+    pub code: String,
+    #[serde(default)]
+    pub msg: String,
+    #[serde(default = "Vec::new")]
+    pub data: Vec<T>,
+}
+
+/// `POST /api/v5/asset/withdrawal` → `data[0]`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WithdrawalAck {
+    #[serde(default)]
+    pub wd_id: String,
+    #[serde(default)]
+    pub client_id: String,
+}
+
+/// `GET /api/v5/asset/withdrawal-history` → one record.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WithdrawalRecord {
+    #[serde(default)]
+    pub wd_id: String,
+    #[serde(default)]
+    pub client_id: String,
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub tx_id: String,
+    #[serde(default)]
+    pub chain: String,
+}
+
+/// `GET /api/v5/asset/balances` → one currency.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FundingBalance {
+    #[serde(default)]
+    pub ccy: String,
+    #[serde(default)]
+    pub avail_bal: String,
+}
+
+/// `GET /api/v5/asset/currencies` → one currency on one chain.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CurrencyChain {
+    #[serde(default)]
+    pub ccy: String,
+    #[serde(default)]
+    pub chain: String,
+    #[serde(default)]
+    pub can_wd: bool,
+    /// The fixed withdrawal fee (current documentation).
+    #[serde(default)]
+    pub fee: String,
+    /// The fee field of older versions of the API, used when `fee` is absent.
+    #[serde(default)]
+    pub min_fee: String,
+    #[serde(default)]
+    pub min_wd: String,
+}
+
+/// `GET /api/v5/asset/deposit-address` → one address.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DepositAddress {
+    #[serde(default)]
+    pub addr: String,
+    #[serde(default)]
+    pub chain: String,
+    /// "6": the funding account, "18": the trading account.
+    #[serde(default)]
+    pub to: String,
+    #[serde(default)]
+    pub selected: bool,
+}
+
+/// Where an OKX withdrawal stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateClass {
+    /// Waiting, under review, approved, broadcasting or being cancelled: not final yet.
+    Pending,
+    /// `2`: on chain.
+    Success,
+    /// `-1` failed or `-2` canceled: the money is back on the account.
+    Failed,
+}
+
+/// The withdrawal-history `state`. A state this code does not know counts as pending: only a
+/// state documented as final ends a payout.
+pub fn classify_state(state: &str) -> StateClass {
+    match state {
+        "2" => StateClass::Success,
+        "-1" | "-2" => StateClass::Failed,
+        _ => StateClass::Pending,
+    }
+}
+
+/// A short description of a withdrawal state, for failure reasons and logs.
+pub fn describe_state(state: &str) -> &'static str {
+    match state {
+        "-3" => "canceling",
+        "-2" => "canceled",
+        "-1" => "failed",
+        "0" => "waiting withdrawal",
+        "1" => "broadcasting",
+        "2" => "success",
+        "4" | "5" | "6" | "8" | "9" | "12" => "waiting manual review",
+        "7" => "approved",
+        "10" => "waiting transfer",
+        "15" => "pending transaction validation",
+        "16" => "delayed by local regulation",
+        "17" => "pending travel rule response",
+        "19" => "insufficient balance in the hot wallet",
+        _ => "unknown state",
+    }
+}
+
+/// What an error answer to a withdrawal means for the money.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CodeClass {
+    /// OKX's rate limit: the request was refused before anything was done.
+    RateLimited,
+    /// OKX may or may not have made the withdrawal: look the client id up.
+    Ambiguous,
+    /// A definite refusal: no withdrawal was made.
+    Rejected,
+}
+
+/// Classifies an OKX error code (never "0"). Codes not listed are ambiguous unless they are in
+/// the funding class (58000–58999), whose codes are refusals of the request; an unknown answer
+/// is only ever reconciled, never taken as a refusal.
+pub fn classify_code(code: &str) -> CodeClass {
+    match code {
+        // Rate limits: general, account, funding; "too frequent operations".
+        "50011" | "50040" | "50061" | "58102" => CodeClass::RateLimited,
+        // Service unavailable, endpoint timeout, systems busy, system error, funding service
+        // error, client id already exists.
+        "50001" | "50004" | "50013" | "50026" | "58007" | "58404" => CodeClass::Ambiguous,
+        // Bad request, permissions, authentication: refused before anything was done.
+        "50000" | "50002" | "50006" | "50014" | "50015" | "50016" | "50024" | "50025" | "50030"
+        | "50035" | "51000" => CodeClass::Rejected,
+        c if c.len() == 5 && (c.starts_with("501") || c.starts_with("58")) => CodeClass::Rejected,
+        _ => CodeClass::Ambiguous,
+    }
+}
+
+/// What an HTTP answer with this status and (maybe) an envelope code means.
+pub fn classify_answer(status: u16, code: Option<&str>) -> CodeClass {
+    match code {
+        // A documented code decides; its HTTP status only restates it.
+        Some(code) if code != "0" => {
+            let class = classify_code(code);
+            if status >= 500 && class == CodeClass::Rejected {
+                CodeClass::Ambiguous
+            } else {
+                class
+            }
+        }
+        _ if status == 429 => CodeClass::RateLimited,
+        _ => CodeClass::Ambiguous,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signature_is_base64_hmac_sha256_of_timestamp_method_path_body() {
+        // Computed independently: printf '%s' '<prehash>' | openssl dgst -sha256 -hmac
+        // 'SECRETKEY-EXAMPLE' -binary | base64
+        assert_eq!(
+            sign(
+                "SECRETKEY-EXAMPLE",
+                "2020-12-08T09:08:57.715Z",
+                "GET",
+                "/api/v5/account/balance?ccy=BTC",
+                ""
+            ),
+            "icsZp1P4ibN6hqxP/3IAyumqV1oYbwChYak1o2Rc7SA="
+        );
+        assert_eq!(
+            sign(
+                "SECRETKEY-EXAMPLE",
+                "2020-12-08T09:08:57.715Z",
+                "POST",
+                "/api/v5/asset/withdrawal",
+                r#"{"amt":"12.34","ccy":"USDC"}"#
+            ),
+            "Ew9rSQW0vI/aq0AnULtikHh0+BiqUt87WN70eWMsjEQ="
+        );
+    }
+
+    #[test]
+    fn timestamps_are_iso_8601_with_milliseconds() {
+        let at = DateTime::parse_from_rfc3339("2020-12-08T09:08:57.715123Z")
+            .expect("time")
+            .with_timezone(&Utc);
+        assert_eq!(timestamp(at), "2020-12-08T09:08:57.715Z");
+        let whole = DateTime::parse_from_rfc3339("2020-12-08T09:08:57Z")
+            .expect("time")
+            .with_timezone(&Utc);
+        assert_eq!(timestamp(whole), "2020-12-08T09:08:57.000Z");
+    }
+
+    #[test]
+    fn client_ids_fit_okx_and_map_back_one_to_one() {
+        let ulid = "01ARZ3NDEKTSV4RRFFQ69G5FAV";
+        for attempt in [
+            0u32,
+            1,
+            2,
+            9,
+            10,
+            61,
+            62,
+            63,
+            3843,
+            3844,
+            1_000_000,
+            i32::MAX as u32,
+            u32::MAX,
+        ] {
+            let ours = format!("pay_{ulid}-{attempt}");
+            let theirs = to_okx_client_id(&ours).expect("mappable");
+            assert!(theirs.len() <= 32, "{theirs} is too long");
+            assert!(theirs.bytes().all(|b| b.is_ascii_alphanumeric()));
+            assert_eq!(from_okx_client_id(&theirs).as_deref(), Some(ours.as_str()));
+        }
+        assert_eq!(
+            to_okx_client_id(&format!("pay_{ulid}-1")).as_deref(),
+            Some("01ARZ3NDEKTSV4RRFFQ69G5FAV1")
+        );
+        assert_eq!(
+            to_okx_client_id(&format!("pay_{ulid}-62")).as_deref(),
+            Some("01ARZ3NDEKTSV4RRFFQ69G5FAV10")
+        );
+        assert_eq!(
+            to_okx_client_id(&format!("pay_{ulid}-{}", u32::MAX)).map(|s| s.len()),
+            Some(32)
+        );
+    }
+
+    #[test]
+    fn distinct_attempts_never_share_an_okx_id() {
+        let ulid = ulid::Ulid::new().to_string();
+        let mut seen = std::collections::HashSet::new();
+        for attempt in 0..10_000u32 {
+            let theirs = to_okx_client_id(&format!("pay_{ulid}-{attempt}")).expect("mappable");
+            assert!(seen.insert(theirs));
+        }
+    }
+
+    #[test]
+    fn ids_of_other_shapes_are_not_mapped() {
+        for ours in [
+            "pay_a-1",
+            "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV-",
+            "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV-01",
+            "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV--1",
+            "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV-4294967296",
+            "pay_01arz3ndektsv4rrffq69g5fav-1",
+            "run_01ARZ3NDEKTSV4RRFFQ69G5FAV-1",
+        ] {
+            assert_eq!(to_okx_client_id(ours), None, "{ours}");
+        }
+        for theirs in [
+            "",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV01",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV-1",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV5gfFC4",
+            "01ARZ3NDEKTSV4RRFFQ69G5FAV4gfFC3A",
+            "01arz3ndektsv4rrffq69g5fav1",
+        ] {
+            assert_eq!(from_okx_client_id(theirs), None, "{theirs}");
+        }
+    }
+
+    #[test]
+    fn amounts_convert_exactly() {
+        assert_eq!(cents_to_amount(Cents(1234)), "12.34");
+        assert_eq!(cents_to_amount(Cents(5)), "0.05");
+        assert_eq!(cents_to_amount(Cents(100)), "1.00");
+        assert_eq!(amount_to_cents("12.34", Rounding::Down), Some(Cents(1234)));
+        assert_eq!(amount_to_cents("12", Rounding::Down), Some(Cents(1200)));
+        assert_eq!(amount_to_cents("12.3", Rounding::Down), Some(Cents(1230)));
+        assert_eq!(
+            amount_to_cents("12.3456", Rounding::Down),
+            Some(Cents(1234))
+        );
+        assert_eq!(amount_to_cents("12.3456", Rounding::Up), Some(Cents(1235)));
+        assert_eq!(amount_to_cents("12.3400", Rounding::Up), Some(Cents(1234)));
+        assert_eq!(amount_to_cents("0.000001", Rounding::Up), Some(Cents(1)));
+        assert_eq!(amount_to_cents("0", Rounding::Up), Some(Cents(0)));
+        assert_eq!(
+            amount_to_cents("92233720368547758.07", Rounding::Down),
+            Some(Cents(i64::MAX))
+        );
+        for bad in [
+            "",
+            ".5",
+            "5.",
+            "-1",
+            "1e3",
+            "1.2.3",
+            " 1",
+            "abc",
+            "92233720368547758.08",
+        ] {
+            let rounded = if bad == "92233720368547758.08" {
+                amount_to_cents(bad, Rounding::Down)
+            } else {
+                amount_to_cents(bad, Rounding::Up)
+            };
+            assert_eq!(rounded, None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn states_map_to_ours() {
+        assert_eq!(classify_state("2"), StateClass::Success);
+        assert_eq!(classify_state("-1"), StateClass::Failed);
+        assert_eq!(classify_state("-2"), StateClass::Failed);
+        for pending in [
+            "-3", "0", "1", "4", "5", "6", "7", "8", "9", "10", "12", "15", "16", "17", "19", "99",
+        ] {
+            assert_eq!(classify_state(pending), StateClass::Pending, "{pending}");
+        }
+    }
+
+    #[test]
+    fn error_codes_map_to_rate_limit_ambiguity_or_refusal() {
+        for code in ["50011", "50061", "58102", "50040"] {
+            assert_eq!(classify_code(code), CodeClass::RateLimited, "{code}");
+        }
+        for code in [
+            "50001", "50004", "50013", "50026", "58007", "58404", "12345",
+        ] {
+            assert_eq!(classify_code(code), CodeClass::Ambiguous, "{code}");
+        }
+        for code in [
+            "58207", "58350", "58201", "58206", "50113", "50110", "50014", "51000",
+        ] {
+            assert_eq!(classify_code(code), CodeClass::Rejected, "{code}");
+        }
+        assert_eq!(classify_answer(429, None), CodeClass::RateLimited);
+        assert_eq!(classify_answer(429, Some("50011")), CodeClass::RateLimited);
+        assert_eq!(classify_answer(200, Some("50011")), CodeClass::RateLimited);
+        assert_eq!(classify_answer(503, Some("50001")), CodeClass::Ambiguous);
+        assert_eq!(classify_answer(500, None), CodeClass::Ambiguous);
+        assert_eq!(classify_answer(502, Some("58207")), CodeClass::Ambiguous);
+        assert_eq!(classify_answer(200, Some("58350")), CodeClass::Rejected);
+        assert_eq!(classify_answer(401, Some("50113")), CodeClass::Rejected);
+    }
+}
