@@ -5,6 +5,7 @@
 //! sets the request id, completes error bodies, and records the audit entry of every API
 //! request that did not commit its own.
 
+use payroll_actors::telemetry::CountedSend;
 use std::rc::Rc;
 
 use actix_web::{
@@ -93,6 +94,11 @@ pub async fn gate<B: MessageBody + 'static>(
             }
         }
         Ok(Admission::Replay { status, body }) => {
+            metrics::counter!(
+                "payroll_idempotent_replays_total",
+                "operation" => facts.operation.unwrap_or("unknown")
+            )
+            .increment(1);
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
             let response = actix_web::HttpResponse::build(status)
                 .content_type("application/json; charset=utf-8")
@@ -137,9 +143,11 @@ async fn after(
     if let Some(claim) = claim.filter(|_| !(200..300).contains(&status)) {
         release(state, claim).await;
     }
-    state.audit.do_send(RecordAudit(audit::request_entry(
-        facts, status, None, details,
-    )));
+    state
+        .audit
+        .counted_do_send(RecordAudit(audit::request_entry(
+            facts, status, None, details,
+        )));
 }
 
 async fn release(state: &AppState, claim: &IdempotencyClaim) {

@@ -1,6 +1,7 @@
 //! Builds the application: configuration → database (migrated) → actors → HTTP server. Tests
 //! build it on port 0 and read the port back.
 
+use payroll_actors::telemetry::CountedSend;
 use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
 
 use actix::Actor;
@@ -29,6 +30,7 @@ use crate::{
     config::{Secret, Settings},
     gate, keys, routes,
     state::{Actors, AppState},
+    telemetry,
 };
 
 pub struct Application {
@@ -117,6 +119,8 @@ async fn bootstrap_key(settings: &Settings, db: &Db, pepper: &Secret) -> anyhow:
 impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
         let settings = Arc::new(settings);
+        // Before the actors start, so their first figures are recorded.
+        telemetry::metrics_handle();
         let pepper = load_pepper(&settings)?;
         let db = connect_and_migrate(&settings).await?;
         bootstrap_key(&settings, &db, &pepper).await?;
@@ -185,7 +189,9 @@ impl Application {
             App::new()
                 .app_data(app_state.clone())
                 .wrap(from_fn(gate::gate))
+                .wrap(from_fn(telemetry::http_metrics))
                 .route("/healthz", web::get().to(routes::health::healthz))
+                .route("/metrics", web::get().to(routes::prometheus::metrics))
                 .route("/readyz", web::get().to(routes::health::readyz))
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
@@ -210,7 +216,7 @@ impl Application {
     /// written.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         self.server.await?;
-        if let Err(err) = self.state.audit.send(Flush).await {
+        if let Err(err) = self.state.audit.counted_send(Flush).await {
             tracing::warn!(error = %err, "audit entries not flushed at shutdown");
         }
         tracing::info!(at = %time::format(&time::now()), "stopped");

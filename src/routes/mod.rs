@@ -10,6 +10,7 @@ pub mod events;
 pub mod health;
 pub mod jobs;
 pub mod payouts;
+pub mod prometheus;
 pub mod runs;
 pub mod treasury;
 pub mod webhooks;

@@ -9,6 +9,7 @@ mod employees;
 mod execution;
 mod helpers;
 mod idempotency;
+mod metrics;
 mod openapi;
 mod pipeline;
 mod receiver;

@@ -32,6 +32,20 @@ impl TokenBucket {
         self.last = now;
     }
 
+    /// Tokens per second (0: no limit) and the burst.
+    pub fn limits(&self) -> (f64, f64) {
+        (self.rate, self.capacity)
+    }
+
+    /// Tokens in the bucket now (a fraction counts as the part of a token it is).
+    pub fn available(&mut self, now: Instant) -> f64 {
+        if self.is_unlimited() {
+            return self.capacity;
+        }
+        self.refill(now);
+        self.tokens
+    }
+
     /// Takes up to `wanted` whole tokens; returns how many were taken.
     pub fn take(&mut self, wanted: usize, now: Instant) -> usize {
         if self.is_unlimited() {

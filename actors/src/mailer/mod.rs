@@ -22,7 +22,10 @@ use sea_orm::{
 
 pub use render::{render_payout_email, shorten_address};
 
-use crate::settings::EmailSettings;
+use crate::{
+    settings::EmailSettings,
+    telemetry::{self, ActorKind, Handling, Observed},
+};
 
 /// Rows taken from the outbox per round.
 const BATCH: u64 = 100;
@@ -191,6 +194,7 @@ async fn send_due(
         .all(&db.conn)
         .await?;
     let full = due.len() as u64 == BATCH;
+    let (mut sent, mut failed) = (0u64, 0u64);
     for row in due {
         let result = match build_message(db, &row, from).await {
             Ok(Some(message)) => transport.send(message).await,
@@ -201,6 +205,10 @@ async fn send_due(
         let update = email_outbox::Entity::update_many()
             .col_expr(email_outbox::Column::Attempts, Expr::value(attempts))
             .filter(email_outbox::Column::Id.eq(row.id.as_str()));
+        match &result {
+            Ok(()) => sent += 1,
+            Err(_) => failed += 1,
+        }
         let update = match result {
             Ok(()) => update
                 .col_expr(
@@ -234,6 +242,8 @@ async fn send_due(
         update.exec(&*tx).await?;
         tx.commit().await?;
     }
+    telemetry::emails("sent", sent);
+    telemetry::emails("failed", failed);
     Ok(full)
 }
 
@@ -279,9 +289,18 @@ impl Actor for Mailer {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        telemetry::actor_started(Self::KIND);
         ctx.run_interval(Duration::from_secs(1), |act, ctx| act.drain(ctx));
         self.drain(ctx);
     }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        telemetry::actor_stopped(Self::KIND);
+    }
+}
+
+impl Observed for Mailer {
+    const KIND: ActorKind = ActorKind::Mailer;
 }
 
 /// New rows were committed: send them now rather than at the next tick.
@@ -293,6 +312,7 @@ impl Handler<OutboxChanged> for Mailer {
     type Result = ();
 
     fn handle(&mut self, _: OutboxChanged, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "OutboxChanged");
         self.drain(ctx);
     }
 }
