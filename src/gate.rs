@@ -279,7 +279,10 @@ async fn admit(
 }
 
 /// Looks the bearer key up by its keyed hash and checks it is usable now.
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+pub(crate) async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<Caller, ApiError> {
     let invalid = |why: &str| ApiError::new(ErrorCode::InvalidApiKey, format!("{why}."));
     let Some(header) = headers.get(header::AUTHORIZATION) else {
         return Err(invalid("The Authorization header is missing"));
@@ -356,7 +359,7 @@ fn touch_key(db: payroll_entities::db::Db, key_id: String, now: chrono::DateTime
     });
 }
 
-fn rate_limit(state: &AppState, key_id: &str) -> Result<(), ApiError> {
+pub(crate) fn rate_limit(state: &AppState, key_id: &str) -> Result<(), ApiError> {
     match state.limiter.check_key(&key_id.to_owned()) {
         Ok(()) => Ok(()),
         Err(not_until) => {

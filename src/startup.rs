@@ -192,6 +192,7 @@ impl Application {
                 .wrap(from_fn(telemetry::http_metrics))
                 .route("/healthz", web::get().to(routes::health::healthz))
                 .route("/metrics", web::get().to(routes::prometheus::metrics))
+                .route("/status", web::get().to(routes::status::status_page))
                 .route("/readyz", web::get().to(routes::health::readyz))
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))

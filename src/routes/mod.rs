@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod payouts;
 pub mod prometheus;
 pub mod runs;
+pub mod status;
 pub mod treasury;
 pub mod webhooks;
 

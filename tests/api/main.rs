@@ -14,4 +14,5 @@ mod openapi;
 mod pipeline;
 mod receiver;
 mod runs;
+mod status;
 mod webhooks;
