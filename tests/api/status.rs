@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::{
     helpers::{TestApp, spawn_app_with},
     metrics::funded_run,
+    receiver::Receiver,
 };
 
 async fn page(app: &TestApp, headers: &[(&str, &str)]) -> crate::helpers::Resp {
@@ -101,12 +102,38 @@ async fn the_status_page_asks_for_a_key_and_shows_what_its_scopes_allow() {
 
 #[actix_web::test]
 async fn a_public_status_page_needs_no_key() {
-    let app = spawn_app_with(|s| s.server.status_page_public = true).await;
+    let app = spawn_app_with(|s| {
+        s.server.status_page_public = true;
+        s.webhooks.allow_http = true;
+        s.webhooks.allow_private_networks = true;
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    let res = app
+        .post(
+            "/api/v1/webhooks",
+            json!({"url": receiver.url("/ok"), "events": ["*"]}),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.text);
     let run_id = funded_run(&app, 1, "Public").await;
-    let res = page(&app, &[]).await;
-    assert_eq!(res.status, 200, "{}", res.text);
-    assert!(res.text.contains(&run_id));
-    assert!(res.text.contains("Available balance"));
+    receiver.wait_for("/ok", 10, |got| !got.is_empty()).await;
+
+    // Its last success shows once the delivery is recorded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let html = loop {
+        let res = page(&app, &[]).await;
+        assert_eq!(res.status, 200, "{}", res.text);
+        if !res.text.contains(">never<") {
+            break res.text;
+        }
+        assert!(std::time::Instant::now() < deadline, "{}", res.text);
+        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(html.contains(&run_id));
+    assert!(html.contains("Available balance"));
+    assert!(html.contains(&receiver.url("/ok")), "{html}");
+    assert!(html.contains(">ACTIVE<"), "{html}");
 }
 
 /// Chromium, or `None` (with a notice) when it is absent and not required.
