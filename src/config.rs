@@ -79,6 +79,8 @@ pub struct Settings {
 pub struct ServerSettings {
     pub host: String,
     pub port: u16,
+    /// `GET /status` without an API key.
+    pub status_page_public: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -498,6 +500,7 @@ mod tests {
         assert_eq!(s.server.port, 8080);
         assert_eq!(s.database_url(), "sqlite://data/payroll.db?mode=rwc");
         assert_eq!(s.api.rate_limit_burst, 200);
+        assert!(!s.server.status_page_public);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! sets the request id, completes error bodies, and records the audit entry of every API
 //! request that did not commit its own.
 
+use payroll_actors::telemetry::CountedSend;
 use std::rc::Rc;
 
 use actix_web::{
@@ -93,6 +94,11 @@ pub async fn gate<B: MessageBody + 'static>(
             }
         }
         Ok(Admission::Replay { status, body }) => {
+            metrics::counter!(
+                "payroll_idempotent_replays_total",
+                "operation" => facts.operation.unwrap_or("unknown")
+            )
+            .increment(1);
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
             let response = actix_web::HttpResponse::build(status)
                 .content_type("application/json; charset=utf-8")
@@ -137,9 +143,11 @@ async fn after(
     if let Some(claim) = claim.filter(|_| !(200..300).contains(&status)) {
         release(state, claim).await;
     }
-    state.audit.do_send(RecordAudit(audit::request_entry(
-        facts, status, None, details,
-    )));
+    state
+        .audit
+        .counted_do_send(RecordAudit(audit::request_entry(
+            facts, status, None, details,
+        )));
 }
 
 async fn release(state: &AppState, claim: &IdempotencyClaim) {
@@ -271,7 +279,10 @@ async fn admit(
 }
 
 /// Looks the bearer key up by its keyed hash and checks it is usable now.
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Caller, ApiError> {
+pub(crate) async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<Caller, ApiError> {
     let invalid = |why: &str| ApiError::new(ErrorCode::InvalidApiKey, format!("{why}."));
     let Some(header) = headers.get(header::AUTHORIZATION) else {
         return Err(invalid("The Authorization header is missing"));
@@ -348,7 +359,7 @@ fn touch_key(db: payroll_entities::db::Db, key_id: String, now: chrono::DateTime
     });
 }
 
-fn rate_limit(state: &AppState, key_id: &str) -> Result<(), ApiError> {
+pub(crate) fn rate_limit(state: &AppState, key_id: &str) -> Result<(), ApiError> {
     match state.limiter.check_key(&key_id.to_owned()) {
         Ok(()) => Ok(()),
         Err(not_until) => {

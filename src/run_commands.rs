@@ -4,6 +4,7 @@
 
 use actix_web::{HttpResponse, http::StatusCode};
 use chrono::{DateTime, Utc};
+use payroll_actors::telemetry::CountedSend;
 use payroll_actors::{
     ack::{Acknowledgement, Outcome},
     run::messages::{RunCommand, RunError, RunRequest},
@@ -84,7 +85,7 @@ pub async fn send(
     let reply = req
         .state()
         .runs
-        .send(message)
+        .counted_send(message)
         .await?
         .map_err(|err| run_error(req, run_id, err))?;
     let mut response = json_response(status, reply.body);

@@ -1,6 +1,7 @@
 //! Builds the application: configuration → database (migrated) → actors → HTTP server. Tests
 //! build it on port 0 and read the port back.
 
+use payroll_actors::telemetry::CountedSend;
 use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
 
 use actix::Actor;
@@ -39,6 +40,7 @@ use crate::{
     config::{Secret, Settings},
     gate, keys, routes,
     state::{Actors, AppState},
+    telemetry,
 };
 
 /// How long each shutdown step may take.
@@ -132,6 +134,8 @@ async fn bootstrap_key(settings: &Settings, db: &Db, pepper: &Secret) -> anyhow:
 impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
         let settings = Arc::new(settings);
+        // Before the actors start, so their first figures are recorded.
+        telemetry::metrics_handle();
         let pepper = load_pepper(&settings)?;
         let db = connect_and_migrate(&settings).await?;
         bootstrap_key(&settings, &db, &pepper).await?;
@@ -229,7 +233,10 @@ impl Application {
             App::new()
                 .app_data(app_state.clone())
                 .wrap(from_fn(gate::gate))
+                .wrap(from_fn(telemetry::http_metrics))
                 .route("/healthz", web::get().to(routes::health::healthz))
+                .route("/metrics", web::get().to(routes::prometheus::metrics))
+                .route("/status", web::get().to(routes::status::status_page))
                 .route("/readyz", web::get().to(routes::health::readyz))
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))
@@ -261,9 +268,13 @@ impl Application {
         tracing::info!("stopping: requests are done; pausing runs");
         let state = self.state.clone();
         let settle = async move {
-            state.runs.send(StopRuns::Pause).await.ok();
-            let unsent = state.exchange.send(StopSending).await.unwrap_or_default();
-            state.runs.send(StopRuns::Quiesce).await.ok();
+            state.runs.counted_send(StopRuns::Pause).await.ok();
+            let unsent = state
+                .exchange
+                .counted_send(StopSending)
+                .await
+                .unwrap_or_default();
+            state.runs.counted_send(StopRuns::Quiesce).await.ok();
             match operations::hand_back(&state.db, &unsent).await {
                 Ok(n) if n > 0 => {
                     tracing::info!(payouts = n, "withdrawals never sent were handed back")
@@ -286,7 +297,7 @@ impl Application {
                 tracing::warn!(error = %err, "run leases not given up; they expire on their own")
             }
         }
-        match tokio::time::timeout(SETTLE_TIMEOUT, self.state.audit.send(Flush)).await {
+        match tokio::time::timeout(SETTLE_TIMEOUT, self.state.audit.counted_send(Flush)).await {
             Ok(Ok(_)) => {}
             Ok(Err(err)) => tracing::warn!(error = %err, "audit entries not flushed at shutdown"),
             Err(_) => tracing::warn!("audit entries not flushed in time"),

@@ -1,6 +1,17 @@
 //! One tracing subscriber for the process: `log.format` pretty or JSON, filtered by
-//! `log.level` (or `RUST_LOG` when set), written to stderr.
+//! `log.level` (or `RUST_LOG` when set), written to stderr. And the process's metrics
+//! recorder (Prometheus, rendered by `GET /metrics`) with the middleware that counts HTTP
+//! requests.
 
+use std::{sync::OnceLock, time::Instant};
+
+use actix_web::{
+    Error,
+    body::MessageBody,
+    dev::{ServiceRequest, ServiceResponse},
+    middleware::Next,
+};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogFormat, LogSettings};
@@ -19,4 +30,157 @@ pub fn init(settings: &LogSettings) {
     };
     // A second initialisation (tests) keeps the first subscriber.
     drop(result);
+}
+
+/// Bucket bounds (seconds) of every `_seconds` histogram: from a millisecond (a cached read)
+/// to a minute (a withdrawal waiting for the exchange's rate limit).
+const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+static RECORDER: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The process's Prometheus recorder, installed on first use. The recorder is global to the
+/// process, so applications built in one process (tests) share it. `None` if another recorder
+/// was installed first; the metrics then go there and `/metrics` says so.
+pub fn metrics_handle() -> Option<&'static PrometheusHandle> {
+    RECORDER
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS);
+            match builder.and_then(|b| b.install_recorder()) {
+                Ok(handle) => {
+                    describe_metrics();
+                    Some(handle)
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "the metrics recorder could not be installed");
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+/// Counts every request by its route pattern (never the raw path, which carries ids), method
+/// and status, and times it. Outermost, so refusals by the gate are counted too.
+pub async fn http_metrics<B: MessageBody + 'static>(
+    req: ServiceRequest,
+    next: Next<B>,
+) -> Result<ServiceResponse<B>, Error> {
+    let start = Instant::now();
+    let method = req.method().as_str().to_owned();
+    // The pattern comes from the resource map, so it is known before the route runs.
+    let route = req
+        .match_pattern()
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let result = next.call(req).await;
+    let status = match &result {
+        Ok(res) => res.status(),
+        Err(err) => err.as_response_error().status_code(),
+    };
+    let elapsed = start.elapsed().as_secs_f64();
+    metrics::counter!(
+        "payroll_http_requests_total",
+        "method" => method.clone(),
+        "route" => route.clone(),
+        "status" => status.as_str().to_owned()
+    )
+    .increment(1);
+    metrics::histogram!(
+        "payroll_http_request_duration_seconds",
+        "method" => method,
+        "route" => route
+    )
+    .record(elapsed);
+    result
+}
+
+/// The `# HELP` lines; the README lists the same names with their labels.
+fn describe_metrics() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        "payroll_http_requests_total",
+        "HTTP requests by route pattern, method and status."
+    );
+    describe_histogram!(
+        "payroll_http_request_duration_seconds",
+        Unit::Seconds,
+        "Time to answer an HTTP request, by route pattern and method."
+    );
+    describe_gauge!("payroll_actors_alive", "Actors running, by kind.");
+    describe_gauge!(
+        "payroll_actor_mailbox_depth",
+        "Messages sent to actors of this kind and not yet picked up."
+    );
+    describe_counter!(
+        "payroll_actor_messages_handled_total",
+        "Messages handled, by actor kind and message type."
+    );
+    describe_histogram!(
+        "payroll_actor_handler_duration_seconds",
+        Unit::Seconds,
+        "Time from picking a message up to its answer, by actor kind and message type."
+    );
+    describe_counter!(
+        "payroll_actor_restarts_total",
+        "Supervised actors restarted (reloaded from the database), by kind."
+    );
+    describe_counter!(
+        "payroll_withdrawals_total",
+        "Withdrawals answered by the exchange, by outcome."
+    );
+    describe_histogram!(
+        "payroll_exchange_rate_limit_wait_seconds",
+        Unit::Seconds,
+        "Time a batch of withdrawals waited for rate-limit tokens."
+    );
+    describe_gauge!(
+        "payroll_exchange_rate_limit_tokens",
+        "Whole withdrawal tokens left in the exchange rate limiter."
+    );
+    describe_gauge!(
+        "payroll_exchange_withdrawals_queued",
+        "Withdrawals waiting at the exchange actor for a token."
+    );
+    describe_counter!(
+        "payroll_webhook_deliveries_total",
+        "Webhook delivery attempts recorded, by outcome."
+    );
+    describe_gauge!(
+        "payroll_webhook_deliveries_pending",
+        "Webhook deliveries still to be delivered (counted at scrape)."
+    );
+    describe_gauge!(
+        "payroll_webhook_endpoints_disabled",
+        "Webhook endpoints disabled and not deleted (counted at scrape)."
+    );
+    describe_counter!(
+        "payroll_webhook_endpoints_disabled_total",
+        "Webhook endpoints disabled by the dispatcher (410 or retries exhausted)."
+    );
+    describe_counter!(
+        "payroll_emails_total",
+        "Email send attempts from the outbox, by outcome."
+    );
+    describe_gauge!(
+        "payroll_email_outbox_pending",
+        "Emails in the outbox not yet sent (counted at scrape)."
+    );
+    describe_counter!(
+        "payroll_idempotent_replays_total",
+        "Requests answered by replaying a stored idempotent response, by operation."
+    );
+    describe_gauge!(
+        "payroll_db_pool_connections",
+        "Database pool connections open, by state (idle, in_use)."
+    );
+    describe_gauge!(
+        "payroll_db_pool_max_connections",
+        "The database pool's configured maximum (database.max_connections)."
+    );
+    describe_counter!(
+        "payroll_stuck_payouts_reported_total",
+        "Payouts found processing at the exchange past exchange.stuck_after_ms."
+    );
 }

@@ -8,6 +8,8 @@ use actix::prelude::*;
 use payroll_entities::{audit_entry, db::Db};
 use sea_orm::{EntityTrait, IntoActiveModel};
 
+use crate::telemetry::{self, ActorKind, Handling, Observed};
+
 /// A batch is written at once when it reaches this size.
 const MAX_BATCH: usize = 500;
 
@@ -70,6 +72,7 @@ impl Actor for AuditWriter {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        telemetry::actor_started(Self::KIND);
         ctx.run_interval(self.flush_interval, |this, ctx| this.write_buffer(ctx));
     }
 
@@ -78,6 +81,14 @@ impl Actor for AuditWriter {
         self.write_buffer(ctx);
         Running::Stop
     }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        telemetry::actor_stopped(Self::KIND);
+    }
+}
+
+impl Observed for AuditWriter {
+    const KIND: ActorKind = ActorKind::AuditWriter;
 }
 
 /// Record one entry (batched).
@@ -89,6 +100,7 @@ impl Handler<RecordAudit> for AuditWriter {
     type Result = ();
 
     fn handle(&mut self, msg: RecordAudit, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "RecordAudit");
         self.buffer.push(msg.0);
         if self.buffer.len() >= MAX_BATCH {
             self.write_buffer(ctx);
@@ -105,8 +117,15 @@ impl Handler<Flush> for AuditWriter {
     type Result = ResponseActFuture<Self, ()>;
 
     fn handle(&mut self, _: Flush, _: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "Flush");
         let batch = std::mem::take(&mut self.buffer);
         let db = self.db.clone();
-        Box::pin(write_batch(db, batch).into_actor(self))
+        Box::pin(
+            async move {
+                let _handling = handling;
+                write_batch(db, batch).await;
+            }
+            .into_actor(self),
+        )
     }
 }

@@ -9,4 +9,5 @@ pub mod mailer;
 pub mod retention;
 pub mod run;
 pub mod settings;
+pub mod telemetry;
 pub mod webhook;

@@ -14,7 +14,7 @@ use std::{
 
 use sea_orm::{
     ConnectOptions, Database, DatabaseBackend, DatabaseConnection, DatabaseTransaction, DbErr,
-    TransactionTrait,
+    SqliteTransactionMode, TransactionOptions, TransactionTrait,
     sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous},
 };
 use tokio::sync::{Mutex, OwnedMutexGuard};
@@ -136,13 +136,25 @@ impl Db {
         self.conn.get_database_backend()
     }
 
-    /// Begins a transaction that will write.
+    /// Begins a transaction that will write. On SQLite it is `BEGIN IMMEDIATE`: it takes the
+    /// database's write lock first (waiting up to the busy timeout), so a transaction that
+    /// reads and then writes never finds its snapshot outdated by another process's write.
     pub async fn begin_write(&self) -> Result<WriteTx, DbErr> {
         let guard = match &self.write_lock {
             Some(lock) => Some(lock.clone().lock_owned().await),
             None => None,
         };
-        let tx = self.conn.begin().await?;
+        let tx = match self.backend() {
+            DatabaseBackend::Sqlite => {
+                self.conn
+                    .begin_with_options(TransactionOptions {
+                        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+                        ..TransactionOptions::default()
+                    })
+                    .await?
+            }
+            _ => self.conn.begin().await?,
+        };
         Ok(WriteTx {
             tx,
             _guard: guard,

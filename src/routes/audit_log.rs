@@ -3,6 +3,7 @@
 use actix_web::HttpResponse;
 use chrono::{DateTime, Utc};
 use payroll_actors::audit_writer::Flush;
+use payroll_actors::telemetry::CountedSend;
 use payroll_entities::{ActorType, audit_entry, time};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde::Serialize;
@@ -83,7 +84,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         "offset",
     ])?;
     // Entries of earlier reads and refusals may still be in the writer's batch.
-    req.state().audit.send(Flush).await?;
+    req.state().audit.counted_send(Flush).await?;
 
     let mut select = audit_entry::Entity::find();
     if let Some(id) = api_key_id {

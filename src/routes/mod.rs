@@ -10,7 +10,9 @@ pub mod events;
 pub mod health;
 pub mod jobs;
 pub mod payouts;
+pub mod prometheus;
 pub mod runs;
+pub mod status;
 pub mod treasury;
 pub mod webhooks;
 

@@ -2,6 +2,7 @@
 
 use actix_web::{HttpResponse, http::StatusCode};
 use chrono::{DateTime, Utc};
+use payroll_actors::telemetry::CountedSend;
 use payroll_actors::{
     exchange::{
         ExchangeError,
@@ -104,7 +105,7 @@ pub async fn balance(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let state = req.state();
     let balances = state
         .exchange
-        .send(GetBalances)
+        .counted_send(GetBalances)
         .await?
         .map_err(|e| exchange_failed(&req, &e.to_string()))?;
     let reserved = funds::reserved_total(&state.db.conn).await?;
@@ -170,7 +171,7 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
     let state = req.state();
     let transfer = state
         .exchange
-        .send(Transfer {
+        .counted_send(Transfer {
             transfer_id: transfer_id(&req),
             direction,
             amount,
@@ -222,7 +223,7 @@ pub async fn list_transfers(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (items, total) = req
         .state()
         .exchange
-        .send(ListTransfers {
+        .counted_send(ListTransfers {
             limit: page.limit,
             offset: page.offset,
         })

@@ -1,6 +1,7 @@
 //! `/webhooks`: endpoints that receive signed events, their deliveries and manual retries
 //! (CONTRACT §10, scope `webhooks:manage`).
 
+use payroll_actors::telemetry::CountedSend;
 use std::collections::HashMap;
 
 use actix_web::{HttpResponse, http::StatusCode};
@@ -200,7 +201,7 @@ fn not_active(endpoint: &webhook_endpoint::Model, operation: &str) -> ApiError {
 }
 
 fn wake(req: &ApiRequest, endpoint_id: &str) {
-    req.state().webhooks.do_send(EndpointChanged {
+    req.state().webhooks.counted_do_send(EndpointChanged {
         endpoint_id: endpoint_id.to_owned(),
     });
 }

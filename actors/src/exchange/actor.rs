@@ -18,6 +18,7 @@ use super::{
     Balances, ExchangeError, ExchangeProvider, RemoteStatus, WithdrawalOutcome, WithdrawalRequest,
     rate_limit::SharedRateLimit,
 };
+use crate::telemetry::{self, ActorKind, Handling, Observed};
 
 /// Most withdrawals sent in one call to the provider.
 const MAX_BATCH: usize = 64;
@@ -65,6 +66,10 @@ pub struct ExchangeActor {
     unsent: Vec<String>,
     /// Told when the send in progress has delivered its outcomes.
     idle_waiters: Vec<tokio::sync::oneshot::Sender<()>>,
+    /// Since when the head of the queue has waited for a token, for the wait-time metric.
+    waiting_since: Option<Instant>,
+    /// Whole tokens left after the last take (across every instance).
+    tokens: i64,
 }
 
 impl ExchangeActor {
@@ -82,6 +87,8 @@ impl ExchangeActor {
             stopped: false,
             unsent: Vec::new(),
             idle_waiters: Vec::new(),
+            waiting_since: None,
+            tokens: 0,
         }
     }
 
@@ -110,12 +117,22 @@ impl ExchangeActor {
             async move { limit.take(wanted).await }
                 .into_actor(self)
                 .map(|result, act, ctx| match result {
-                    Ok((0, wait)) => {
+                    Ok((0, wait, tokens)) => {
+                        act.tokens = tokens;
+                        telemetry::rate_limit_tokens(tokens as f64);
+                        act.waiting_since.get_or_insert_with(Instant::now);
                         act.sending = false;
                         act.wake_idle_waiters();
                         act.pump_after(wait.max(Duration::from_millis(1)), ctx);
                     }
-                    Ok((granted, _)) => act.send(granted, ctx),
+                    Ok((granted, _, tokens)) => {
+                        act.tokens = tokens;
+                        telemetry::rate_limit_tokens(tokens as f64);
+                        telemetry::rate_limit_wait(act.waiting_since.take().map_or(0.0, |since| {
+                            since.elapsed().as_secs_f64()
+                        }));
+                        act.send(granted, ctx)
+                    }
                     Err(err) => {
                         act.sending = false;
                         act.wake_idle_waiters();
@@ -154,6 +171,7 @@ impl ExchangeActor {
         }
         let granted = granted.min(self.queue.len());
         let batch: Vec<Queued> = self.queue.drain(..granted).collect();
+        telemetry::withdrawals_queued(self.queue.len());
         let requests: Vec<WithdrawalRequest> = batch.iter().map(|q| q.request.clone()).collect();
         self.sending = true;
         self.sent += requests.len() as u64;
@@ -182,10 +200,12 @@ impl ExchangeActor {
         let mut by_recipient: Vec<(Recipient<WithdrawalResults>, Vec<Answered>)> = Vec::new();
         let mut retry = Vec::new();
         let mut outcomes = outcomes.into_iter();
+        let mut tally = OutcomeTally::default();
         for queued in batch {
             let outcome = outcomes.next().unwrap_or(WithdrawalOutcome::Ambiguous {
                 reason: "the exchange gave no answer for this withdrawal".into(),
             });
+            tally.add(&outcome);
             if let WithdrawalOutcome::RateLimited { retry_after_ms } = outcome {
                 let until = Instant::now() + Duration::from_millis(retry_after_ms.max(1));
                 self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
@@ -202,7 +222,12 @@ impl ExchangeActor {
         for queued in retry.into_iter().rev() {
             self.queue.push_front(queued);
         }
+        tally.record();
+        telemetry::withdrawals_queued(self.queue.len());
         for (recipient, results) in by_recipient {
+            if recipient.connected() {
+                telemetry::enqueued(ActorKind::RunActor);
+            }
             recipient.do_send(WithdrawalResults { results });
         }
     }
@@ -224,18 +249,57 @@ pub fn effective_limit(per_second: u32, burst: u32, exchange: Option<(u32, u32)>
     }
 }
 
+/// Withdrawal outcomes of one batch, counted once per batch rather than once per withdrawal.
+#[derive(Default)]
+struct OutcomeTally {
+    accepted: u64,
+    rejected: u64,
+    rate_limited: u64,
+    ambiguous: u64,
+}
+
+impl OutcomeTally {
+    fn add(&mut self, outcome: &WithdrawalOutcome) {
+        match outcome {
+            WithdrawalOutcome::Accepted { .. } => self.accepted += 1,
+            WithdrawalOutcome::Rejected { .. } => self.rejected += 1,
+            WithdrawalOutcome::RateLimited { .. } => self.rate_limited += 1,
+            WithdrawalOutcome::Ambiguous { .. } => self.ambiguous += 1,
+        }
+    }
+
+    fn record(&self) {
+        telemetry::withdrawals("accepted", self.accepted);
+        telemetry::withdrawals("rejected", self.rejected);
+        telemetry::withdrawals("rate_limited", self.rate_limited);
+        telemetry::withdrawals("ambiguous", self.ambiguous);
+    }
+}
+
 impl Actor for ExchangeActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(1024);
+        telemetry::actor_started(Self::KIND);
+        self.tokens = self.limit.limits().1 as i64;
+        telemetry::rate_limit_tokens(self.tokens as f64);
     }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        telemetry::actor_stopped(Self::KIND);
+    }
+}
+
+impl Observed for ExchangeActor {
+    const KIND: ActorKind = ActorKind::ExchangeActor;
 }
 
 impl Handler<Submit> for ExchangeActor {
     type Result = ();
 
     fn handle(&mut self, msg: Submit, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "Submit");
         for request in msg.items {
             self.queue.push_back(Queued {
                 request,
@@ -244,6 +308,7 @@ impl Handler<Submit> for ExchangeActor {
             });
         }
         self.pump(ctx);
+        telemetry::withdrawals_queued(self.queue.len());
     }
 }
 
@@ -285,8 +350,12 @@ impl Handler<GetBalances> for ExchangeActor {
     type Result = ResponseFuture<Result<Balances, ExchangeError>>;
 
     fn handle(&mut self, _: GetBalances, _: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "GetBalances");
         let provider = self.provider.clone();
-        Box::pin(async move { provider.balances().await })
+        Box::pin(async move {
+            let _handling = handling;
+            provider.balances().await
+        })
     }
 }
 
@@ -299,8 +368,12 @@ impl Handler<Lookup> for ExchangeActor {
     type Result = ResponseFuture<Result<HashMap<String, RemoteStatus>, ExchangeError>>;
 
     fn handle(&mut self, msg: Lookup, _: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "Lookup");
         let provider = self.provider.clone();
-        Box::pin(async move { provider.lookup(&msg.0).await })
+        Box::pin(async move {
+            let _handling = handling;
+            provider.lookup(&msg.0).await
+        })
     }
 }
 
@@ -313,8 +386,10 @@ impl Handler<QuoteFees> for ExchangeActor {
     type Result = ResponseFuture<Result<(HashMap<Network, Cents>, Cents), ExchangeError>>;
 
     fn handle(&mut self, msg: QuoteFees, _: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "QuoteFees");
         let provider = self.provider.clone();
         Box::pin(async move {
+            let _handling = handling;
             let mut fees = HashMap::new();
             for network in msg.0.into_iter().filter(|n| provider.supports(*n)) {
                 fees.insert(network, provider.fee(network).await?);
@@ -338,8 +413,10 @@ impl Handler<Transfer> for ExchangeActor {
     type Result = ResponseFuture<Result<treasury_transfer::Model, ExchangeError>>;
 
     fn handle(&mut self, msg: Transfer, _: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "Transfer");
         let provider = self.provider.clone();
         Box::pin(async move {
+            let _handling = handling;
             provider
                 .transfer(&msg.transfer_id, msg.direction, msg.amount, msg.note)
                 .await
@@ -359,8 +436,12 @@ impl Handler<ListTransfers> for ExchangeActor {
     type Result = ResponseFuture<Result<(Vec<treasury_transfer::Model>, u64), ExchangeError>>;
 
     fn handle(&mut self, msg: ListTransfers, _: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "ListTransfers");
         let provider = self.provider.clone();
-        Box::pin(async move { provider.transfers(msg.limit, msg.offset).await })
+        Box::pin(async move {
+            let _handling = handling;
+            provider.transfers(msg.limit, msg.offset).await
+        })
     }
 }
 
@@ -374,16 +455,30 @@ pub struct ExchangeState {
     pub provider: &'static str,
     pub queued: usize,
     pub sent: u64,
+    /// Whole withdrawal tokens available now.
+    pub tokens: f64,
+    /// Withdrawals per second (0: no limit) and the burst.
+    pub rate_per_second: f64,
+    pub burst: f64,
+    /// Backing off after the exchange's own rate-limit answer.
+    pub paused: bool,
 }
 
 impl Handler<GetState> for ExchangeActor {
     type Result = MessageResult<GetState>;
 
     fn handle(&mut self, _: GetState, _: &mut Context<Self>) -> Self::Result {
+        let _handling = Handling::new(Self::KIND, "GetState");
+        let now = Instant::now();
+        let (rate_per_second, burst) = self.limit.limits();
         MessageResult(ExchangeState {
             provider: self.provider.name(),
             queued: self.queue.len(),
             sent: self.sent,
+            tokens: self.tokens as f64,
+            rate_per_second,
+            burst,
+            paused: self.paused_until.is_some_and(|until| until > now),
         })
     }
 }

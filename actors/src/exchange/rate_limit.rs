@@ -74,15 +74,24 @@ impl SharedRateLimit {
         }
     }
 
+    /// Tokens per second (0: no limit) and the burst.
+    pub fn limits(&self) -> (f64, f64) {
+        if self.is_unlimited() {
+            (0.0, self.burst as f64)
+        } else {
+            (1_000_000.0 / self.interval_us as f64, self.burst as f64)
+        }
+    }
+
     pub fn is_unlimited(&self) -> bool {
         self.interval_us == 0
     }
 
-    /// Takes up to `wanted` tokens; returns how many, and how long until the next one when
-    /// none was left.
-    pub async fn take(&self, wanted: usize) -> Result<(usize, Duration), DbErr> {
+    /// Takes up to `wanted` tokens; returns how many, how long until the next one when none
+    /// was left, and how many whole tokens are left.
+    pub async fn take(&self, wanted: usize) -> Result<(usize, Duration, i64), DbErr> {
         if self.is_unlimited() || wanted == 0 {
-            return Ok((wanted, Duration::ZERO));
+            return Ok((wanted, Duration::ZERO, self.burst));
         }
         let tx = self.db.begin_write().await?;
         // The insert is a write: on SQLite it takes the write lock before the read below.
@@ -115,9 +124,13 @@ impl SharedRateLimit {
                 .await?;
         }
         tx.commit().await?;
+        let left = (now_us + self.burst * self.interval_us - take.tat_us)
+            .div_euclid(self.interval_us)
+            .clamp(0, self.burst);
         Ok((
             take.granted,
             Duration::from_micros(u64::try_from(take.wait_us).unwrap_or(0)),
+            left,
         ))
     }
 }

@@ -23,7 +23,10 @@ use sea_orm::{
 
 pub use render::{render_payout_email, shorten_address};
 
-use crate::settings::EmailSettings;
+use crate::{
+    settings::EmailSettings,
+    telemetry::{self, ActorKind, Handling, Observed},
+};
 
 /// Rows taken from the outbox per round.
 const BATCH: u64 = 100;
@@ -237,12 +240,15 @@ async fn send_due(
     let started = std::time::Instant::now();
     let due = claim_due(db).await?;
     let full = due.len() as u64 == BATCH;
+    let (mut sent, mut failed) = (0u64, 0u64);
     let mut due = due.into_iter();
     while let Some(row) = due.next() {
         if started.elapsed() > (CLAIM / 2).to_std().unwrap_or_default() {
             let mut rest = vec![row.id];
             rest.extend(due.map(|r| r.id));
             release(db, rest).await?;
+            telemetry::emails("sent", sent);
+            telemetry::emails("failed", failed);
             return Ok(true);
         }
         let result = match build_message(db, &row, from).await {
@@ -254,6 +260,10 @@ async fn send_due(
         let update = email_outbox::Entity::update_many()
             .col_expr(email_outbox::Column::Attempts, Expr::value(attempts))
             .filter(email_outbox::Column::Id.eq(row.id.as_str()));
+        match &result {
+            Ok(()) => sent += 1,
+            Err(_) => failed += 1,
+        }
         let update = match result {
             Ok(()) => update
                 .col_expr(
@@ -287,6 +297,8 @@ async fn send_due(
         update.exec(&*tx).await?;
         tx.commit().await?;
     }
+    telemetry::emails("sent", sent);
+    telemetry::emails("failed", failed);
     Ok(full)
 }
 
@@ -332,9 +344,18 @@ impl Actor for Mailer {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        telemetry::actor_started(Self::KIND);
         ctx.run_interval(Duration::from_secs(1), |act, ctx| act.drain(ctx));
         self.drain(ctx);
     }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        telemetry::actor_stopped(Self::KIND);
+    }
+}
+
+impl Observed for Mailer {
+    const KIND: ActorKind = ActorKind::Mailer;
 }
 
 /// New rows were committed: send them now rather than at the next tick.
@@ -346,6 +367,7 @@ impl Handler<OutboxChanged> for Mailer {
     type Result = ();
 
     fn handle(&mut self, _: OutboxChanged, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "OutboxChanged");
         self.drain(ctx);
     }
 }

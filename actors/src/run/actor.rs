@@ -18,7 +18,10 @@ use super::{
     messages::{RunCommand, RunError, RunReply, RunRequest},
     operations::{self, RunDeps, Snapshot},
 };
-use crate::exchange::actor::{Submit, WithdrawalResults};
+use crate::{
+    exchange::actor::{Submit, WithdrawalResults},
+    telemetry::{self, ActorKind, CountedSend, Handling, Observed},
+};
 
 /// Client ids looked up per exchange call.
 const LOOKUP_BATCH: usize = 1000;
@@ -194,7 +197,7 @@ impl RunActor {
                     Ok(requests) if !requests.is_empty() => {
                         act.in_flight
                             .extend(requests.iter().map(|r| r.client_id.clone()));
-                        act.deps.exchange.do_send(Submit {
+                        act.deps.exchange.counted_do_send(Submit {
                             items: requests,
                             reply_to: ctx.address().recipient(),
                             resend: false,
@@ -274,7 +277,7 @@ impl RunActor {
             .extend(requests.iter().map(|r| r.client_id.clone()));
         self.in_flight
             .extend(requests.iter().map(|r| r.client_id.clone()));
-        self.deps.exchange.do_send(Submit {
+        self.deps.exchange.counted_do_send(Submit {
             items: requests,
             reply_to: ctx.address().recipient(),
             resend: true,
@@ -439,6 +442,7 @@ impl RunActor {
                 if !new.is_empty() {
                     tracing::warn!(run_id = %run_id, count = new.len(), "payouts stuck at the exchange");
                     operations::report_stuck(&deps, &run_id, &new).await?;
+                    telemetry::stuck_payouts(new.len() as u64);
                 }
                 Ok::<_, RunError>(new)
             }
@@ -464,7 +468,7 @@ impl RunActor {
         };
         ctx.wait(
             self.manager
-                .send(retire)
+                .counted_send(retire)
                 .into_actor(self)
                 .map(|_, _, ctx| ctx.stop()),
         );
@@ -475,15 +479,25 @@ impl Actor for RunActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        telemetry::actor_started(Self::KIND);
         self.load(ctx);
         ctx.run_interval(self.poll_interval(), |act, ctx| act.tick(ctx));
     }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        telemetry::actor_stopped(Self::KIND);
+    }
+}
+
+impl Observed for RunActor {
+    const KIND: ActorKind = ActorKind::RunActor;
 }
 
 impl Supervised for RunActor {
     /// Reloads from the database. Withdrawals already handed to the exchange actor stay in
     /// flight: their answers still come to this address.
     fn restarting(&mut self, _: &mut Context<Self>) {
+        telemetry::actor_restarted(Self::KIND);
         self.snapshot = None;
         self.owns = false;
         self.watch.clear();
@@ -495,6 +509,7 @@ impl Handler<RunRequest> for RunActor {
     type Result = AtomicResponse<Self, Result<RunReply, RunError>>;
 
     fn handle(&mut self, msg: RunRequest, _: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "RunRequest");
         self.last_used = Instant::now();
         let deps = self.deps.clone();
         AtomicResponse::new(Box::pin(
@@ -531,39 +546,42 @@ impl Handler<RunRequest> for RunActor {
                     }
                     .into_actor(act)
                 })
-                .map(|result, act, ctx| match result {
-                    Ok((done, recorded, took)) => {
-                        act.snapshot = Some(done.snapshot);
-                        if took {
-                            // Reload as the holder: whatever another instance left unsettled
-                            // is looked up before anything is sent.
-                            act.load(ctx);
+                .map(move |result, act, ctx| {
+                    let _handling = handling;
+                    match result {
+                        Ok((done, recorded, took)) => {
+                            act.snapshot = Some(done.snapshot);
+                            if took {
+                                // Reload as the holder: whatever another instance left
+                                // unsettled is looked up before anything is sent.
+                                act.load(ctx);
+                            }
+                            if done.mail {
+                                operations::nudge_mailer(&act.deps);
+                            }
+                            // Only the lease holder sends or follows withdrawals.
+                            if act.owns {
+                                act.resend(ctx, recorded.resend);
+                                let later = Instant::now() + act.poll_interval();
+                                act.watch_at(later, recorded.still_pending);
+                            }
+                            act.after_change(ctx);
+                            Ok(done.reply)
                         }
-                        if done.mail {
-                            operations::nudge_mailer(&act.deps);
+                        Err(err) => {
+                            // A refusal changes nothing; a failure part-way (a sync reconciles
+                            // before it answers) may have committed something, so reload.
+                            if matches!(
+                                err,
+                                RunError::Stale
+                                    | RunError::Db(_)
+                                    | RunError::Unavailable(_)
+                                    | RunError::Exchange(_)
+                            ) {
+                                act.fail(ctx, err.clone());
+                            }
+                            Err(err)
                         }
-                        // Only the lease holder sends or follows withdrawals.
-                        if act.owns {
-                            act.resend(ctx, recorded.resend);
-                            let later = Instant::now() + act.poll_interval();
-                            act.watch_at(later, recorded.still_pending);
-                        }
-                        act.after_change(ctx);
-                        Ok(done.reply)
-                    }
-                    Err(err) => {
-                        // A refusal changes nothing; a failure part-way (a sync reconciles
-                        // before it answers) may have committed something, so reload.
-                        if matches!(
-                            err,
-                            RunError::Stale
-                                | RunError::Db(_)
-                                | RunError::Unavailable(_)
-                                | RunError::Exchange(_)
-                        ) {
-                            act.fail(ctx, err.clone());
-                        }
-                        Err(err)
                     }
                 }),
         ))
@@ -574,6 +592,7 @@ impl Handler<WithdrawalResults> for RunActor {
     type Result = ();
 
     fn handle(&mut self, msg: WithdrawalResults, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "WithdrawalResults");
         for (request, _) in &msg.results {
             self.in_flight.remove(&request.client_id);
         }

@@ -17,6 +17,7 @@ use super::{
     messages::{RunError, RunReply, RunRequest},
     operations::RunDeps,
 };
+use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 
 pub struct RunManager {
     deps: Arc<RunDeps>,
@@ -47,13 +48,22 @@ impl RunManager {
     }
 }
 
+impl Observed for RunManager {
+    const KIND: ActorKind = ActorKind::RunManager;
+}
+
 impl Actor for RunManager {
     type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        telemetry::actor_stopped(Self::KIND);
+    }
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.run_interval(self.deps.lease.heartbeat(), |act, ctx| {
             act.adopt_orphans(ctx)
         });
+        telemetry::actor_started(Self::KIND);
         let db = self.deps.db.clone();
         ctx.wait(
             async move {
@@ -110,9 +120,11 @@ impl Handler<RunRequest> for RunManager {
     type Result = ResponseFuture<Result<RunReply, RunError>>;
 
     fn handle(&mut self, msg: RunRequest, ctx: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "RunRequest");
         let addr = self.actor_for(&msg.run_id, ctx);
         Box::pin(async move {
-            addr.send(msg)
+            let _handling = handling;
+            addr.counted_send(msg)
                 .await
                 .map_err(|e| RunError::Unavailable(format!("run actor: {e}")))?
         })
@@ -123,6 +135,7 @@ impl Handler<Retire> for RunManager {
     type Result = ();
 
     fn handle(&mut self, msg: Retire, _: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "Retire");
         // Only the actor that retires: a newer one for the same run stays.
         if self.actors.get(&msg.run_id) == Some(&msg.addr) {
             self.actors.remove(&msg.run_id);
@@ -139,6 +152,7 @@ impl Handler<LiveRuns> for RunManager {
     type Result = MessageResult<LiveRuns>;
 
     fn handle(&mut self, _: LiveRuns, _: &mut Context<Self>) -> Self::Result {
+        let _handling = Handling::new(Self::KIND, "LiveRuns");
         MessageResult(
             self.actors
                 .iter()

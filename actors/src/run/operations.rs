@@ -34,6 +34,7 @@ use crate::{
     },
     mailer::{self, OutboxChanged},
     settings::{ExchangeSettings, RunsSettings, TestRunSettings},
+    telemetry::CountedSend,
 };
 
 /// What every run actor needs.
@@ -314,7 +315,7 @@ async fn confirm(
     // Quoted before the transaction: no write waits on the exchange.
     let (fees, minimum) = deps
         .exchange
-        .send(QuoteFees(Network::ALL.to_vec()))
+        .counted_send(QuoteFees(Network::ALL.to_vec()))
         .await
         .map_err(|e| RunError::Unavailable(e.to_string()))?
         .map_err(|e| RunError::Exchange(e.to_string()))?;
@@ -441,7 +442,7 @@ async fn confirm(
 async fn exchange_available(deps: &RunDeps) -> Result<i64, RunError> {
     Ok(deps
         .exchange
-        .send(GetBalances)
+        .counted_send(GetBalances)
         .await
         .map_err(|e| RunError::Unavailable(e.to_string()))?
         .map_err(|e| RunError::Exchange(e.to_string()))?
@@ -1308,7 +1309,7 @@ pub async fn reconcile(
     }
     let statuses = deps
         .exchange
-        .send(Lookup(client_ids.clone()))
+        .counted_send(Lookup(client_ids.clone()))
         .await
         .map_err(|e| RunError::Unavailable(e.to_string()))?
         .map_err(|e| RunError::Exchange(e.to_string()))?;
@@ -1540,6 +1541,9 @@ pub async fn has_unclaimed(db: &Db, run_id: &str) -> Result<bool, RunError> {
 /// Puts the mailer to work after new outbox rows were committed.
 pub fn nudge_mailer(deps: &RunDeps) {
     if let Some(mailer) = &deps.mailer {
+        if mailer.connected() {
+            crate::telemetry::enqueued(crate::telemetry::ActorKind::Mailer);
+        }
         mailer.do_send(OutboxChanged);
     }
 }

@@ -36,7 +36,10 @@ use super::{
     sealing::SecretBox,
     signing::{secret_key, signature_header},
 };
-use crate::ack::{insert_audit, system_entry};
+use crate::{
+    ack::{insert_audit, system_entry},
+    telemetry::{self, ActorKind, CountedSend, Handling, Observed},
+};
 
 /// How often the supervisor looks for due deliveries on its own.
 const SCAN_INTERVAL: Duration = Duration::from_secs(2);
@@ -116,7 +119,7 @@ impl WebhookSupervisor {
         let notify = addr.downgrade();
         db.on_deliveries_committed(move |endpoint_ids| {
             if let Some(addr) = notify.upgrade() {
-                addr.do_send(DeliveriesCommitted { endpoint_ids });
+                addr.counted_do_send(DeliveriesCommitted { endpoint_ids });
             }
         });
         (addr, ArbiterGuard(Some(arbiter)))
@@ -186,7 +189,7 @@ impl WebhookSupervisor {
             match found {
                 Ok(endpoints) => {
                     for endpoint_id in endpoints {
-                        act.dispatcher(&endpoint_id, ctx).do_send(Wake);
+                        act.dispatcher(&endpoint_id, ctx).counted_do_send(Wake);
                     }
                 }
                 Err(e) => tracing::warn!(error = %e, "webhook scan failed"),
@@ -202,10 +205,19 @@ impl Actor for WebhookSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        telemetry::actor_started(Self::KIND);
         self.client = Some(build_client(&self.deps.settings));
         self.scan(true, ctx);
         ctx.run_interval(SCAN_INTERVAL, |act, ctx| act.scan(false, ctx));
     }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        telemetry::actor_stopped(Self::KIND);
+    }
+}
+
+impl Observed for WebhookSupervisor {
+    const KIND: ActorKind = ActorKind::WebhookSupervisor;
 }
 
 /// New deliveries for these endpoints were committed.
@@ -219,8 +231,9 @@ impl Handler<DeliveriesCommitted> for WebhookSupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: DeliveriesCommitted, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "DeliveriesCommitted");
         for endpoint_id in msg.endpoint_ids {
-            self.dispatcher(&endpoint_id, ctx).do_send(Wake);
+            self.dispatcher(&endpoint_id, ctx).counted_do_send(Wake);
         }
     }
 }
@@ -236,7 +249,9 @@ impl Handler<EndpointChanged> for WebhookSupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: EndpointChanged, ctx: &mut Context<Self>) {
-        self.dispatcher(&msg.endpoint_id, ctx).do_send(Reload);
+        let _handling = Handling::new(Self::KIND, "EndpointChanged");
+        self.dispatcher(&msg.endpoint_id, ctx)
+            .counted_do_send(Reload);
     }
 }
 
@@ -252,6 +267,7 @@ impl Handler<Retire> for WebhookSupervisor {
     type Result = ();
 
     fn handle(&mut self, msg: Retire, _: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "Retire");
         if self.dispatchers.get(&msg.endpoint_id) == Some(&msg.addr) {
             self.dispatchers.remove(&msg.endpoint_id);
         }
@@ -382,6 +398,7 @@ impl Actor for WebhookDispatcher {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        telemetry::actor_started(Self::KIND);
         ctx.run_interval(IDLE_AFTER / 2, |act, ctx| {
             let idle = act.in_flight == 0
                 && act.queue.is_empty()
@@ -395,6 +412,14 @@ impl Actor for WebhookDispatcher {
             }
         });
     }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        telemetry::actor_stopped(Self::KIND);
+    }
+}
+
+impl Observed for WebhookDispatcher {
+    const KIND: ActorKind = ActorKind::WebhookDispatcher;
 }
 
 /// Look for due deliveries now.
@@ -406,6 +431,7 @@ impl Handler<Wake> for WebhookDispatcher {
     type Result = ();
 
     fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "Wake");
         if self.claiming {
             self.wake_again = true;
         }
@@ -424,6 +450,7 @@ impl Handler<Reload> for WebhookDispatcher {
     type Result = ();
 
     fn handle(&mut self, _: Reload, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "Reload");
         self.endpoint = None;
         self.gone = false;
         self.drained = false;
@@ -436,7 +463,7 @@ impl Handler<Reload> for WebhookDispatcher {
 
 impl WebhookDispatcher {
     fn retire(&mut self, ctx: &mut Context<Self>) {
-        self.supervisor.do_send(Retire {
+        self.supervisor.counted_do_send(Retire {
             endpoint_id: self.endpoint_id.clone(),
             addr: ctx.address(),
         });
@@ -607,10 +634,17 @@ impl WebhookDispatcher {
                 act.flushing = false;
                 match result {
                     Ok(recorded) => {
+                        let succeeded = outcomes.iter().filter(|o| o.succeeded()).count() as u64;
+                        telemetry::webhook_deliveries("succeeded", succeeded);
+                        telemetry::webhook_deliveries(
+                            "failed",
+                            outcomes.len() as u64 - succeeded,
+                        );
                         for o in &outcomes {
                             act.held.remove(&o.delivery_id);
                         }
                         if recorded.disabled {
+                            telemetry::webhook_endpoint_disabled();
                             act.gone = true;
                             act.drop_queue();
                         }

@@ -1,0 +1,242 @@
+//! The metrics the actors report, through the `metrics` facade: the service installs a
+//! Prometheus recorder at start; without one (unit tests, the CLI) every call is a no-op.
+//! The names and labels are listed in the README (Operations → Metrics).
+//!
+//! actix does not expose the length of a mailbox, so `payroll_actor_mailbox_depth` is kept
+//! here: messages sent through [`CountedSend`] add one, the handler's [`Handling`] takes one
+//! off when it picks the message up. A message still queued when its actor stops is dropped by
+//! actix unhandled and stays counted; that only happens when an actor stops with work queued
+//! (shutdown, a run actor failing a step), never on the hot path.
+
+use std::{
+    sync::atomic::{AtomicI64, Ordering},
+    time::Instant,
+};
+
+use actix::{Actor, Addr, Handler, Message, dev::ToEnvelope};
+
+/// The kinds of actor, as the `actor` label spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActorKind {
+    RunActor,
+    RunManager,
+    ExchangeActor,
+    WebhookSupervisor,
+    WebhookDispatcher,
+    Mailer,
+    AuditWriter,
+}
+
+impl ActorKind {
+    pub const ALL: &'static [ActorKind] = &[
+        ActorKind::RunActor,
+        ActorKind::RunManager,
+        ActorKind::ExchangeActor,
+        ActorKind::WebhookSupervisor,
+        ActorKind::WebhookDispatcher,
+        ActorKind::Mailer,
+        ActorKind::AuditWriter,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorKind::RunActor => "RunActor",
+            ActorKind::RunManager => "RunManager",
+            ActorKind::ExchangeActor => "ExchangeActor",
+            ActorKind::WebhookSupervisor => "WebhookSupervisor",
+            ActorKind::WebhookDispatcher => "WebhookDispatcher",
+            ActorKind::Mailer => "Mailer",
+            ActorKind::AuditWriter => "AuditWriter",
+        }
+    }
+}
+
+/// Actors alive and messages queued per kind, kept beside the recorder so the status page can
+/// show them without one.
+static ALIVE: [AtomicI64; 7] = [const { AtomicI64::new(0) }; 7];
+static DEPTH: [AtomicI64; 7] = [const { AtomicI64::new(0) }; 7];
+
+/// One kind of actor as it stands now, in this process.
+#[derive(Debug, Clone, Copy)]
+pub struct ActorFigures {
+    pub kind: ActorKind,
+    pub alive: i64,
+    pub mailbox_depth: i64,
+}
+
+/// Every kind of actor as it stands now.
+pub fn actor_figures() -> Vec<ActorFigures> {
+    ActorKind::ALL
+        .iter()
+        .map(|&kind| ActorFigures {
+            kind,
+            alive: ALIVE[kind.index()].load(Ordering::Relaxed),
+            mailbox_depth: DEPTH[kind.index()].load(Ordering::Relaxed),
+        })
+        .collect()
+}
+
+/// An actor whose mailbox and lifecycle are counted.
+pub trait Observed: Actor {
+    const KIND: ActorKind;
+}
+
+/// Call from `Actor::started`.
+pub fn actor_started(kind: ActorKind) {
+    ALIVE[kind.index()].fetch_add(1, Ordering::Relaxed);
+    metrics::gauge!("payroll_actors_alive", "actor" => kind.as_str()).increment(1.0);
+    // Present from the start, so a dashboard sees zeros rather than gaps.
+    metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str()).increment(0.0);
+    metrics::counter!("payroll_actor_restarts_total", "actor" => kind.as_str()).increment(0);
+}
+
+/// Call from `Actor::stopped`.
+pub fn actor_stopped(kind: ActorKind) {
+    ALIVE[kind.index()].fetch_sub(1, Ordering::Relaxed);
+    metrics::gauge!("payroll_actors_alive", "actor" => kind.as_str()).decrement(1.0);
+}
+
+/// Call from `Supervised::restarting`.
+pub fn actor_restarted(kind: ActorKind) {
+    metrics::counter!("payroll_actor_restarts_total", "actor" => kind.as_str()).increment(1);
+}
+
+/// One message more in a mailbox of this kind (for senders that cannot use [`CountedSend`],
+/// such as a `Recipient`).
+pub fn enqueued(kind: ActorKind) {
+    DEPTH[kind.index()].fetch_add(1, Ordering::Relaxed);
+    metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str()).increment(1.0);
+}
+
+/// Held by a handler while it handles one message: taking it off the mailbox count, then, when
+/// dropped, counting the message handled and how long that took. A handler that answers with
+/// a future moves it into the future, so the time covers the whole answer.
+#[must_use = "the handling is recorded when this is dropped"]
+pub struct Handling {
+    kind: ActorKind,
+    message: &'static str,
+    start: Instant,
+}
+
+impl Handling {
+    pub fn new(kind: ActorKind, message: &'static str) -> Handling {
+        DEPTH[kind.index()].fetch_sub(1, Ordering::Relaxed);
+        metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str()).decrement(1.0);
+        Handling {
+            kind,
+            message,
+            start: Instant::now(),
+        }
+    }
+}
+
+impl Drop for Handling {
+    fn drop(&mut self) {
+        let labels = [("actor", self.kind.as_str()), ("message", self.message)];
+        metrics::counter!("payroll_actor_messages_handled_total", &labels).increment(1);
+        metrics::histogram!("payroll_actor_handler_duration_seconds", &labels)
+            .record(self.start.elapsed().as_secs_f64());
+    }
+}
+
+/// Sending that counts the message into the receiver's mailbox depth.
+pub trait CountedSend<A: Observed> {
+    /// `Addr::do_send`, counted.
+    fn counted_do_send<M>(&self, msg: M)
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: ToEnvelope<A, M>;
+
+    /// `Addr::send`, counted.
+    fn counted_send<M>(&self, msg: M) -> actix::dev::Request<A, M>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: ToEnvelope<A, M>;
+}
+
+impl<A: Observed> CountedSend<A> for Addr<A> {
+    fn counted_do_send<M>(&self, msg: M)
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: ToEnvelope<A, M>,
+    {
+        // A closed mailbox drops the message: it is never handled, so it is not counted.
+        if self.connected() {
+            enqueued(A::KIND);
+        }
+        self.do_send(msg);
+    }
+
+    fn counted_send<M>(&self, msg: M) -> actix::dev::Request<A, M>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: ToEnvelope<A, M>,
+    {
+        if self.connected() {
+            enqueued(A::KIND);
+        }
+        self.send(msg)
+    }
+}
+
+/// Withdrawals answered by the exchange, by outcome (`accepted`, `rejected`, `rate_limited`,
+/// `ambiguous`).
+pub fn withdrawals(outcome: &'static str, count: u64) {
+    if count > 0 {
+        metrics::counter!("payroll_withdrawals_total", "outcome" => outcome).increment(count);
+    }
+}
+
+/// How long a batch of withdrawals waited for rate-limit tokens.
+pub fn rate_limit_wait(seconds: f64) {
+    metrics::histogram!("payroll_exchange_rate_limit_wait_seconds").record(seconds);
+}
+
+/// Whole tokens left in the exchange's withdrawal bucket.
+pub fn rate_limit_tokens(tokens: f64) {
+    metrics::gauge!("payroll_exchange_rate_limit_tokens").set(tokens);
+}
+
+/// Withdrawals waiting for a token at the exchange actor.
+pub fn withdrawals_queued(count: usize) {
+    metrics::gauge!("payroll_exchange_withdrawals_queued").set(count as f64);
+}
+
+/// Webhook attempts recorded, by outcome (`succeeded`, `failed`).
+pub fn webhook_deliveries(outcome: &'static str, count: u64) {
+    if count > 0 {
+        metrics::counter!("payroll_webhook_deliveries_total", "outcome" => outcome)
+            .increment(count);
+    }
+}
+
+/// An endpoint disabled by the dispatcher (410, or retries exhausted).
+pub fn webhook_endpoint_disabled() {
+    metrics::counter!("payroll_webhook_endpoints_disabled_total").increment(1);
+}
+
+/// Emails handed to the transport, by outcome (`sent`, `failed`: an attempt that failed).
+pub fn emails(outcome: &'static str, count: u64) {
+    if count > 0 {
+        metrics::counter!("payroll_emails_total", "outcome" => outcome).increment(count);
+    }
+}
+
+/// Payouts newly found stuck at the exchange (audit entry written).
+pub fn stuck_payouts(count: u64) {
+    if count > 0 {
+        metrics::counter!("payroll_stuck_payouts_reported_total").increment(count);
+    }
+}

@@ -1,0 +1,70 @@
+//! `GET /metrics`: the process's metrics in the Prometheus text format, outside `/api/v1` and
+//! without a key (like `/healthz`; the server listens on loopback by default). Figures that
+//! live in the database (pending webhook deliveries, the email outbox, disabled endpoints)
+//! are counted at scrape time, a few indexed COUNTs per scrape rather than a write per payout.
+
+use actix_web::{HttpResponse, web};
+use payroll_entities::{
+    DeliveryStatus, EmailStatus, WebhookStatus, email_outbox, webhook_delivery, webhook_endpoint,
+};
+use sea_orm::{ColumnTrait, DatabaseBackend, EntityTrait, PaginatorTrait, QueryFilter};
+
+use crate::{error::ApiError, state::AppState, telemetry};
+
+pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    let Some(handle) = telemetry::metrics_handle() else {
+        return Err(ApiError::unavailable(
+            "Metrics are not available: another metrics recorder is installed.",
+        ));
+    };
+    if let Err(err) = refresh_database_gauges(&state).await {
+        // The rest of the figures are still worth having; these keep their last value.
+        tracing::warn!(error = %err, "metrics: database figures not refreshed");
+    }
+    refresh_pool_gauges(&state);
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(handle.render()))
+}
+
+async fn refresh_database_gauges(state: &AppState) -> Result<(), sea_orm::DbErr> {
+    let conn = &state.db.conn;
+    let pending_deliveries = webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Pending))
+        .count(conn)
+        .await?;
+    let disabled_endpoints = webhook_endpoint::Entity::find()
+        .filter(webhook_endpoint::Column::Status.eq(WebhookStatus::Disabled))
+        .filter(webhook_endpoint::Column::DeletedAt.is_null())
+        .count(conn)
+        .await?;
+    let pending_emails = email_outbox::Entity::find()
+        .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
+        .count(conn)
+        .await?;
+    metrics::gauge!("payroll_webhook_deliveries_pending").set(pending_deliveries as f64);
+    metrics::gauge!("payroll_webhook_endpoints_disabled").set(disabled_endpoints as f64);
+    metrics::gauge!("payroll_email_outbox_pending").set(pending_emails as f64);
+    Ok(())
+}
+
+/// Connections of the database pool, open and idle, and its configured maximum.
+fn refresh_pool_gauges(state: &AppState) {
+    let conn = &state.db.conn;
+    let (open, idle) = match conn.get_database_backend() {
+        DatabaseBackend::Sqlite => {
+            let pool = conn.get_sqlite_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+        DatabaseBackend::Postgres => {
+            let pool = conn.get_postgres_connection_pool();
+            (pool.size(), pool.num_idle())
+        }
+        _ => return,
+    };
+    let idle = u32::try_from(idle).unwrap_or(u32::MAX).min(open);
+    metrics::gauge!("payroll_db_pool_connections", "state" => "idle").set(f64::from(idle));
+    metrics::gauge!("payroll_db_pool_connections", "state" => "in_use").set(f64::from(open - idle));
+    metrics::gauge!("payroll_db_pool_max_connections")
+        .set(f64::from(state.settings.database.max_connections));
+}

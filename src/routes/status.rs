@@ -1,0 +1,543 @@
+//! `GET /status`: the operator page, server-rendered HTML without scripts. It shows live runs
+//! with their progress, the actors of this process, the exchange (balance and withdrawal rate
+//! limit) and the webhook endpoints with their health.
+//!
+//! Access: with `server.status_page_public = true` anyone who reaches the server sees it all.
+//! Otherwise it asks for an API key (`Authorization: Bearer …`, or HTTP Basic with the key as
+//! password, which a browser prompts for), and each section follows the scope the API asks for
+//! the same data: runs `payroll:read`, the exchange `treasury:read`, webhooks
+//! `webhooks:manage`; the actor figures need only a valid key. Everything shown is escaped;
+//! no secret (webhook secrets, URL credentials or query strings) is rendered.
+
+use std::{collections::HashMap, fmt::Write as _, time::Duration};
+
+use actix_web::{
+    HttpRequest, HttpResponse,
+    http::header::{self, HeaderMap, HeaderValue},
+    web,
+};
+use base64::Engine as _;
+use chrono::{DateTime, Utc};
+use payroll_actors::{
+    exchange::actor::{ExchangeState, GetBalances, GetState},
+    run::manager::LiveRuns,
+    telemetry::{self, CountedSend},
+};
+use payroll_entities::{
+    DeliveryStatus, RunStatus, WebhookStatus, payroll_run, time, webhook_delivery, webhook_endpoint,
+};
+use sea_orm::{
+    ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, Func},
+};
+
+use crate::{
+    auth::{self, Scope},
+    error::{ApiError, ErrorCode},
+    gate,
+    state::AppState,
+};
+
+/// Runs shown at most.
+const MAX_RUNS: u64 = 50;
+/// Endpoints shown at most.
+const MAX_ENDPOINTS: u64 = 100;
+/// How long the page waits for the exchange.
+const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What the viewer may see.
+struct Sections {
+    runs: bool,
+    exchange: bool,
+    webhooks: bool,
+}
+
+pub async fn status_page(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let sections = if state.settings.server.status_page_public {
+        Sections {
+            runs: true,
+            exchange: true,
+            webhooks: true,
+        }
+    } else {
+        let caller = match authenticate(&state, req.headers()).await {
+            Ok(caller) => caller,
+            Err(err)
+                if matches!(
+                    err.code,
+                    ErrorCode::InvalidApiKey | ErrorCode::ApiKeyExpired
+                ) =>
+            {
+                // A browser shows its login prompt; the key goes in the password field.
+                let mut res = HttpResponse::from_error(err);
+                res.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static(r#"Basic realm="payroll status", charset="UTF-8""#),
+                );
+                return Ok(res);
+            }
+            Err(err) => return Err(err),
+        };
+        Sections {
+            runs: auth::grants(&caller.scopes, Scope::PayrollRead),
+            exchange: auth::grants(&caller.scopes, Scope::TreasuryRead),
+            webhooks: auth::grants(&caller.scopes, Scope::WebhooksManage),
+        }
+    };
+
+    let mut html = String::with_capacity(16 * 1024);
+    page_head(&mut html);
+    let _ = write!(
+        html,
+        "<p class=\"muted\">Generated {} · refreshes every 10 s</p>",
+        escape(&time::format(&time::now()))
+    );
+
+    html.push_str("<h2>Runs</h2>");
+    if sections.runs {
+        match live_runs(&state).await {
+            Ok(runs) => render_runs(&mut html, &runs),
+            Err(err) => {
+                tracing::warn!(error = %err, "status page: runs not read");
+                html.push_str(
+                    "<p class=\"error\">The runs could not be read from the database.</p>",
+                );
+            }
+        }
+    } else {
+        needs_scope(&mut html, Scope::PayrollRead);
+    }
+
+    html.push_str("<h2>Actors</h2>");
+    render_actors(&mut html);
+
+    html.push_str("<h2>Exchange</h2>");
+    if sections.exchange {
+        render_exchange(&mut html, &state).await;
+    } else {
+        needs_scope(&mut html, Scope::TreasuryRead);
+    }
+
+    html.push_str("<h2>Webhook endpoints</h2>");
+    if sections.webhooks {
+        match endpoints(&state).await {
+            Ok(list) => render_endpoints(&mut html, &list),
+            Err(err) => {
+                tracing::warn!(error = %err, "status page: endpoints not read");
+                html.push_str(
+                    "<p class=\"error\">The webhook endpoints could not be read from the database.</p>",
+                );
+            }
+        }
+    } else {
+        needs_scope(&mut html, Scope::WebhooksManage);
+    }
+    html.push_str("</main></body></html>\n");
+
+    Ok(HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .body(html))
+}
+
+/// A Bearer key, or HTTP Basic with the key as password (any user name).
+async fn authenticate(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Result<crate::api::Caller, ApiError> {
+    let basic_key = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
+        .and_then(|(_, encoded)| {
+            base64::engine::general_purpose::STANDARD
+                .decode(encoded.trim())
+                .ok()
+        })
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|pair| pair.split_once(':').map(|(_, key)| key.to_owned()));
+    let caller = match basic_key {
+        Some(key) => {
+            let mut bearer = HeaderMap::new();
+            let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
+                ApiError::new(ErrorCode::InvalidApiKey, "The API key is malformed.")
+            })?;
+            bearer.insert(header::AUTHORIZATION, value);
+            gate::authenticate(state, &bearer).await?
+        }
+        None => gate::authenticate(state, headers).await?,
+    };
+    gate::rate_limit(state, &caller.key_id)?;
+    Ok(caller)
+}
+
+fn page_head(html: &mut String) {
+    html.push_str(concat!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        "<meta http-equiv=\"refresh\" content=\"10\">",
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
+        "<title>Payroll status</title><style>",
+        "body{font:14px/1.4 system-ui,sans-serif;margin:0;background:#f4f5f7;color:#1d2330}",
+        "header{background:#1d2330;color:#fff;padding:12px 24px}header h1{margin:0;font-size:20px}",
+        "main{padding:8px 24px 24px}h2{font-size:16px;margin:20px 0 8px}",
+        "table{border-collapse:collapse;background:#fff;width:100%;box-shadow:0 1px 2px #0002}",
+        "th,td{text-align:left;padding:6px 10px;border-bottom:1px solid #e3e6ea;vertical-align:top}",
+        "th{background:#eef0f3;font-weight:600}code{font-size:12px}",
+        ".bar{background:#e3e6ea;border-radius:4px;height:10px;width:160px;overflow:hidden}",
+        ".bar span{display:block;height:100%;background:#2f9e44}",
+        ".muted{color:#6b7280}.error{color:#b42318;font-weight:600}",
+        ".ok{color:#2f9e44;font-weight:600}.bad{color:#b42318;font-weight:600}",
+        "</style></head><body><header><h1>Payroll status</h1></header><main>",
+    ));
+}
+
+fn needs_scope(html: &mut String, scope: Scope) {
+    let _ = write!(
+        html,
+        "<p class=\"muted\">Shown to keys with the <code>{}</code> scope.</p>",
+        scope.as_str()
+    );
+}
+
+/// Runs with a live actor in this process, and every run funded or paying out.
+async fn live_runs(state: &AppState) -> Result<Vec<payroll_run::Model>, ApiError> {
+    let live: Vec<String> = state.runs.counted_send(LiveRuns).await.unwrap_or_default();
+    let mut condition = Condition::any().add(payroll_run::Column::Status.is_in([
+        RunStatus::Confirmed,
+        RunStatus::Deposited,
+        RunStatus::PayingOut,
+    ]));
+    if !live.is_empty() {
+        condition = condition.add(payroll_run::Column::Id.is_in(live));
+    }
+    Ok(payroll_run::Entity::find()
+        .filter(condition)
+        .order_by_desc(payroll_run::Column::CreatedAt)
+        .limit(MAX_RUNS)
+        .all(&state.db.conn)
+        .await?)
+}
+
+fn render_runs(html: &mut String, runs: &[payroll_run::Model]) {
+    if runs.is_empty() {
+        html.push_str("<p class=\"muted\">No live runs.</p>");
+        return;
+    }
+    html.push_str(concat!(
+        "<table id=\"runs\"><tr><th>Run</th><th>Label</th><th>Status</th><th>Progress</th>",
+        "<th>Completed</th><th>Failed</th><th>Processing</th><th>Pending</th><th>Cancelled</th></tr>"
+    ));
+    for run in runs {
+        let total = run.pending_count
+            + run.processing_count
+            + run.completed_count
+            + run.failed_count
+            + run.cancelled_count;
+        let done = run.completed_count + run.failed_count + run.cancelled_count;
+        let percent = if total > 0 { done * 100 / total } else { 0 };
+        let _ = write!(
+            html,
+            concat!(
+                "<tr class=\"run\" data-run-id=\"{id}\"><td><code>{id}</code>{test}</td><td>{label}</td>",
+                "<td>{status}</td><td><span class=\"progress\">{done} / {total} done</span>",
+                "<div class=\"bar\"><span style=\"width:{percent}%\"></span></div></td>",
+                "<td>{completed}</td><td>{failed}</td><td>{processing}</td><td>{pending}</td>",
+                "<td>{cancelled}</td></tr>"
+            ),
+            id = escape(&run.id),
+            test = if run.is_test_run { " (test)" } else { "" },
+            label = escape(run.label.as_deref().unwrap_or("")),
+            status = escape(run.status.as_str()),
+            done = done,
+            total = total,
+            percent = percent.clamp(0, 100),
+            completed = run.completed_count,
+            failed = run.failed_count,
+            processing = run.processing_count,
+            pending = run.pending_count,
+            cancelled = run.cancelled_count,
+        );
+    }
+    html.push_str("</table>");
+}
+
+fn render_actors(html: &mut String) {
+    html.push_str(concat!(
+        "<table id=\"actors\"><tr><th>Actor</th><th>Alive</th>",
+        "<th>Mailbox depth</th></tr>"
+    ));
+    for figures in telemetry::actor_figures() {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            figures.kind.as_str(),
+            figures.alive,
+            figures.mailbox_depth.max(0)
+        );
+    }
+    html.push_str(concat!(
+        "</table><p class=\"muted\">Actors of this process. The mailbox depth counts messages ",
+        "sent and not yet picked up.</p>"
+    ));
+}
+
+async fn render_exchange(html: &mut String, state: &AppState) {
+    let _ = write!(
+        html,
+        "<table id=\"exchange\"><tr><th>Provider</th><td>{}</td></tr>",
+        escape(state.exchange_provider)
+    );
+    let balances =
+        actix_web::rt::time::timeout(EXCHANGE_TIMEOUT, state.exchange.counted_send(GetBalances))
+            .await;
+    match balances {
+        Ok(Ok(Ok(balances))) => {
+            let _ = write!(
+                html,
+                "<tr><th>Available balance</th><td>{} USDC</td></tr>",
+                usdc(balances.available.0)
+            );
+        }
+        Ok(Ok(Err(err))) => {
+            tracing::warn!(error = %err, "status page: exchange balance not read");
+            html.push_str(
+                "<tr><th>Available balance</th><td class=\"error\">The exchange did not answer; see the server log.</td></tr>",
+            );
+        }
+        Ok(Err(_)) | Err(_) => {
+            html.push_str(
+                "<tr><th>Available balance</th><td class=\"error\">The exchange actor did not answer in time.</td></tr>",
+            );
+        }
+    }
+    match actix_web::rt::time::timeout(EXCHANGE_TIMEOUT, state.exchange.counted_send(GetState))
+        .await
+    {
+        Ok(Ok(exchange)) => render_rate_limit(html, &exchange),
+        _ => html.push_str(
+            "<tr><th>Rate limit</th><td class=\"error\">The exchange actor did not answer in time.</td></tr>",
+        ),
+    }
+    html.push_str("</table>");
+}
+
+fn render_rate_limit(html: &mut String, exchange: &ExchangeState) {
+    let limit = if exchange.rate_per_second > 0.0 {
+        format!(
+            "{} of {} tokens available · {} withdrawals per second",
+            exchange.tokens, exchange.burst, exchange.rate_per_second
+        )
+    } else {
+        "no limit".to_owned()
+    };
+    let _ = write!(
+        html,
+        concat!(
+            "<tr><th>Rate limit</th><td>{limit}{paused}</td></tr>",
+            "<tr><th>Withdrawals waiting for a token</th><td>{queued}</td></tr>",
+            "<tr><th>Withdrawals sent since start</th><td>{sent}</td></tr>"
+        ),
+        limit = escape(&limit),
+        paused = if exchange.paused {
+            " · <span class=\"bad\">backing off (the exchange said rate limited)</span>"
+        } else {
+            ""
+        },
+        queued = exchange.queued,
+        sent = exchange.sent,
+    );
+}
+
+/// An endpoint with its delivery figures.
+struct EndpointHealth {
+    endpoint: webhook_endpoint::Model,
+    pending: i64,
+    failed: i64,
+    last_success: Option<DateTime<Utc>>,
+}
+
+async fn endpoints(state: &AppState) -> Result<Vec<EndpointHealth>, sea_orm::DbErr> {
+    let conn = &state.db.conn;
+    let list = webhook_endpoint::Entity::find()
+        .filter(webhook_endpoint::Column::DeletedAt.is_null())
+        .order_by_desc(webhook_endpoint::Column::CreatedAt)
+        .limit(MAX_ENDPOINTS)
+        .all(conn)
+        .await?;
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<String> = list.iter().map(|e| e.id.clone()).collect();
+    let counts: Vec<(String, DeliveryStatus, i64)> = webhook_delivery::Entity::find()
+        .select_only()
+        .column(webhook_delivery::Column::EndpointId)
+        .column(webhook_delivery::Column::Status)
+        .column_as(
+            Expr::expr(Func::count(Expr::col(webhook_delivery::Column::Id))),
+            "n",
+        )
+        .filter(webhook_delivery::Column::EndpointId.is_in(ids.clone()))
+        .filter(
+            webhook_delivery::Column::Status
+                .is_in([DeliveryStatus::Pending, DeliveryStatus::Failed]),
+        )
+        .group_by(webhook_delivery::Column::EndpointId)
+        .group_by(webhook_delivery::Column::Status)
+        .into_tuple()
+        .all(conn)
+        .await?;
+    let last: Vec<(String, Option<DateTime<Utc>>)> = webhook_delivery::Entity::find()
+        .select_only()
+        .column(webhook_delivery::Column::EndpointId)
+        .column_as(
+            Expr::expr(Func::max(Expr::col(webhook_delivery::Column::CompletedAt))),
+            "last",
+        )
+        .filter(webhook_delivery::Column::EndpointId.is_in(ids))
+        .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Succeeded))
+        .group_by(webhook_delivery::Column::EndpointId)
+        .into_tuple()
+        .all(conn)
+        .await?;
+    let mut figures: HashMap<String, (i64, i64)> = HashMap::new();
+    for (endpoint_id, status, n) in counts {
+        let entry = figures.entry(endpoint_id).or_default();
+        match status {
+            DeliveryStatus::Pending => entry.0 += n,
+            DeliveryStatus::Failed => entry.1 += n,
+            DeliveryStatus::Succeeded => {}
+        }
+    }
+    let last: HashMap<String, Option<DateTime<Utc>>> = last.into_iter().collect();
+    Ok(list
+        .into_iter()
+        .map(|endpoint| {
+            let (pending, failed) = figures.get(&endpoint.id).copied().unwrap_or_default();
+            let last_success = last.get(&endpoint.id).copied().flatten();
+            EndpointHealth {
+                endpoint,
+                pending,
+                failed,
+                last_success,
+            }
+        })
+        .collect())
+}
+
+fn render_endpoints(html: &mut String, list: &[EndpointHealth]) {
+    if list.is_empty() {
+        html.push_str("<p class=\"muted\">No webhook endpoints.</p>");
+        return;
+    }
+    html.push_str(concat!(
+        "<table id=\"webhooks\"><tr><th>Endpoint</th><th>URL</th><th>Status</th>",
+        "<th>Pending</th><th>Failed</th><th>Last success</th></tr>"
+    ));
+    for item in list {
+        let e = &item.endpoint;
+        let status = match &e.disabled_reason {
+            Some(reason) if e.status != WebhookStatus::Active => format!(
+                "<span class=\"bad\">{}</span><br><span class=\"muted\">{}</span>",
+                escape(e.status.as_str()),
+                escape(reason)
+            ),
+            _ if e.status != WebhookStatus::Active => {
+                format!("<span class=\"bad\">{}</span>", escape(e.status.as_str()))
+            }
+            _ => format!("<span class=\"ok\">{}</span>", escape(e.status.as_str())),
+        };
+        let _ = write!(
+            html,
+            concat!(
+                "<tr><td><code>{id}</code></td><td>{url}</td><td>{status}</td>",
+                "<td>{pending}</td><td>{failed}</td><td>{last}</td></tr>"
+            ),
+            id = escape(&e.id),
+            url = escape(&display_url(&e.url)),
+            status = status,
+            pending = item.pending,
+            failed = item.failed,
+            last = item
+                .last_success
+                .map(|t| escape(&time::format(&t)))
+                .unwrap_or_else(|| "never".to_owned()),
+        );
+    }
+    html.push_str("</table>");
+}
+
+/// A URL without credentials, query or fragment, which may carry tokens.
+fn display_url(url: &str) -> String {
+    let without_query = url.split(['?', '#']).next().unwrap_or_default();
+    match without_query.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = match rest.find('/') {
+                Some(i) => rest.split_at(i),
+                None => (rest, ""),
+            };
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!("{scheme}://{host}{path}")
+        }
+        None => without_query.to_owned(),
+    }
+}
+
+/// Cents as USDC with two decimals.
+fn usdc(cents: i64) -> String {
+    let sign = if cents < 0 { "-" } else { "" };
+    let abs = cents.unsigned_abs();
+    format!("{sign}{}.{:02}", abs / 100, abs % 100)
+}
+
+/// Escapes text for HTML content and quoted attribute values.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_and_quotes() {
+        assert_eq!(
+            escape(r#"<b a="1">Tom & 'Jerry'</b>"#),
+            "&lt;b a=&quot;1&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/b&gt;"
+        );
+    }
+
+    #[test]
+    fn urls_lose_credentials_and_queries() {
+        assert_eq!(
+            display_url("https://user:pw@hooks.example.com/in/1?token=abc#x"),
+            "https://hooks.example.com/in/1"
+        );
+        assert_eq!(
+            display_url("http://127.0.0.1:9/ok"),
+            "http://127.0.0.1:9/ok"
+        );
+        assert_eq!(display_url("https://a.example"), "https://a.example");
+    }
+
+    #[test]
+    fn cents_read_as_usdc() {
+        assert_eq!(usdc(123_456), "1234.56");
+        assert_eq!(usdc(5), "0.05");
+        assert_eq!(usdc(-250), "-2.50");
+    }
+}
