@@ -46,11 +46,40 @@ enum Admission {
     Replay { status: u16, body: String },
 }
 
+/// Runs every request in a `request` span (request id, method, path), so whatever it logs,
+/// down to the run actors it asks, carries them; logs its outcome at debug (writes at info).
 pub async fn gate<B: MessageBody + 'static>(
-    mut req: ServiceRequest,
+    req: ServiceRequest,
     next: Next<B>,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
+    use tracing::Instrument as _;
     let request_id = request_id_of(req.headers());
+    let span = tracing::info_span!(
+        "request",
+        request_id = %request_id,
+        method = %req.method(),
+        path = %req.path(),
+    );
+    let write = matches!(*req.method(), Method::POST | Method::PATCH | Method::DELETE);
+    let started = std::time::Instant::now();
+    let result = gate_request(req, next, request_id)
+        .instrument(span.clone())
+        .await;
+    let _entered = span.enter();
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    match &result {
+        Ok(res) if write => tracing::info!(status = res.status().as_u16(), ms, "request"),
+        Ok(res) => tracing::debug!(status = res.status().as_u16(), ms, "request"),
+        Err(err) => tracing::warn!(error = %err, ms, "request failed"),
+    }
+    result
+}
+
+async fn gate_request<B: MessageBody + 'static>(
+    mut req: ServiceRequest,
+    next: Next<B>,
+    request_id: String,
+) -> Result<ServiceResponse<BoxBody>, Error> {
     let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
         let err = ApiError::internal("application state missing");
         return Ok(finish(

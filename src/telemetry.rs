@@ -25,7 +25,13 @@ pub fn init(settings: &LogSettings) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     let result = match settings.format().unwrap_or(LogFormat::Pretty) {
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        // Each line carries the fields of its spans (request id, run id, endpoint id).
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .try_init(),
         LogFormat::Pretty => builder.compact().try_init(),
     };
     // A second initialisation (tests) keeps the first subscriber.

@@ -32,9 +32,9 @@ impl Drop for Server {
 }
 
 pub(crate) struct Setup {
-    dir: tempfile::TempDir,
+    pub(crate) dir: tempfile::TempDir,
     pub(crate) database_url: String,
-    key: String,
+    pub(crate) key: String,
     client: awc::Client,
     /// More `PAYROLL__…` variables for the server.
     env: Vec<(String, String)>,

@@ -409,3 +409,126 @@ async fn two_instances_share_the_work_and_survive_a_kill() {
     }
     drop(b);
 }
+
+/// A whole run with a webhook, a second API key and a secret rotation, logged at debug level
+/// in JSON: the log names requests and runs, and holds no secret.
+#[actix_web::test]
+async fn the_log_of_a_full_run_holds_no_secret() {
+    let receiver = Receiver::start().await;
+    let setup = Setup::new()
+        .await
+        .with_env("PAYROLL__LOG__LEVEL", "debug")
+        .with_env("PAYROLL__LOG__FORMAT", "json")
+        .with_env("PAYROLL__WEBHOOKS__ALLOW_HTTP", "true")
+        .with_env("PAYROLL__WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true");
+    let server = setup.start(1).await;
+    let created = setup
+        .call(
+            &server,
+            "POST",
+            "/webhooks",
+            Some(json!({"url": receiver.url("/ok"), "events": ["*"]})),
+        )
+        .await;
+    let webhook_id = created["data"]["id"].as_str().expect("id").to_owned();
+    let mut secrets = vec![
+        created["data"]["secret"]
+            .as_str()
+            .expect("secret")
+            .to_owned(),
+    ];
+    let second = setup
+        .call(
+            &server,
+            "POST",
+            "/api-keys",
+            Some(json!({"name": "reader", "scopes": ["payroll:read"]})),
+        )
+        .await;
+    let second_key = second["data"]["key"].as_str().expect("key").to_owned();
+    let res = awc::Client::default()
+        .get(format!("{}/api/v1/payroll-runs", server.base))
+        .insert_header(("Authorization", format!("Bearer {second_key}")))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(res.status().as_u16(), 200);
+
+    import(&setup, &server, 5).await;
+    let run = confirmed_run(&setup, &server, &server, 3).await;
+    fund(&setup, &server, run.1).await;
+    deposit(&setup, &server, &run.0).await;
+    execute(&setup, &server, &run.0).await;
+    wait_completed(&setup, &server, &run.0, 30).await;
+    let rotated = setup
+        .call(
+            &server,
+            "POST",
+            &format!("/webhooks/{webhook_id}/rotate-secret"),
+            None,
+        )
+        .await;
+    secrets.push(
+        rotated["data"]["secret"]
+            .as_str()
+            .expect("secret")
+            .to_owned(),
+    );
+    setup
+        .call(
+            &server,
+            "POST",
+            &format!("/webhooks/{webhook_id}/test"),
+            None,
+        )
+        .await;
+    receiver
+        .wait_for("/ok", 30, |r| {
+            r.iter().any(|d| d.event_type() == "payroll.run.completed")
+                && r.iter().any(|d| d.event_type() == "webhook.test")
+        })
+        .await;
+    drop(server);
+
+    let log = setup.log(1);
+    let pepper = std::fs::read_to_string(setup.dir.path().join("key_pepper")).expect("pepper");
+    let mut forbidden = vec![setup.key.clone(), second_key, pepper.trim().to_owned()];
+    for secret in &secrets {
+        forbidden.push(secret.clone());
+        forbidden.push(secret.trim_start_matches("whsec_").to_owned());
+    }
+    for secret in &forbidden {
+        assert!(secret.len() >= 16, "a real secret: {secret}");
+        assert!(!log.contains(secret.as_str()), "a secret reached the log");
+    }
+    // The log is JSON lines whose spans name the request and the run.
+    let lines: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(lines.len() > 20, "{log}");
+    let has = |field: &str, value: &str| {
+        lines.iter().any(|l| {
+            l["spans"]
+                .as_array()
+                .is_some_and(|spans| spans.iter().any(|s| s[field] == value))
+        })
+    };
+    assert!(has("run_id", &run.0), "no line in the run's span");
+    let request_id = lines
+        .iter()
+        .find_map(|l| {
+            l["spans"]
+                .as_array()?
+                .iter()
+                .find_map(|s| s["request_id"].as_str())
+        })
+        .expect("a line in a request's span");
+    assert!(request_id.starts_with("req_"), "{request_id}");
+    assert!(
+        lines.iter().any(|l| l["payout_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("pay_"))),
+        "payout changes are logged at debug with their payout id"
+    );
+}

@@ -12,6 +12,7 @@ use std::{
 
 use actix::prelude::*;
 use payroll_entities::RunStatus;
+use tracing::Instrument as _;
 
 use super::{
     lease,
@@ -85,6 +86,11 @@ impl RunActor {
         }
     }
 
+    /// The span of this run's work: whatever it logs carries the run id.
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!("run", run_id = %self.run_id)
+    }
+
     fn status(&self) -> Option<RunStatus> {
         self.snapshot.as_ref().map(|s| s.run.status)
     }
@@ -114,6 +120,7 @@ impl RunActor {
                 };
                 Ok::<_, RunError>((snapshot, owns, unsettled))
             }
+            .instrument(self.span())
             .into_actor(self)
             .map(|result, act, ctx| match result {
                 Ok((snapshot, owns, unsettled)) => {
@@ -191,6 +198,7 @@ impl RunActor {
                             None => Ok(Vec::new()),
                         }
                     }
+                    .instrument(act.span())
                     .into_actor(act)
                 })
                 .map(|result, act, ctx| match result {
@@ -232,6 +240,7 @@ impl RunActor {
                             operations::finish_if_done(&deps, snapshot).await?;
                         Ok::<_, RunError>((snapshot, recorded, finished))
                     }
+                    .instrument(act.span())
                     .into_actor(act)
                 })
                 .map(|result, act, ctx| match result {
@@ -325,6 +334,7 @@ impl RunActor {
                 };
                 Ok::<_, sea_orm::DbErr>((held, changed))
             }
+            .instrument(self.span())
             .into_actor(self)
             .map(move |result, act, ctx| match result {
                 Ok((held, changed)) => {
@@ -418,6 +428,7 @@ impl RunActor {
                             None => Ok(None),
                         }
                     }
+                    .instrument(act.span())
                     .into_actor(act)
                 })
                 .map(|result, act, _| match result {
@@ -446,6 +457,7 @@ impl RunActor {
                 }
                 Ok::<_, RunError>(new)
             }
+            .instrument(self.span())
             .into_actor(self)
             .map(|result, act, _| {
                 if let Ok(new) = result {
@@ -511,6 +523,7 @@ impl Handler<RunRequest> for RunActor {
     fn handle(&mut self, msg: RunRequest, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "RunRequest");
         self.last_used = Instant::now();
+        let request_id = msg.ack.audit.request_id.clone();
         let deps = self.deps.clone();
         AtomicResponse::new(Box::pin(
             actix::fut::ready(())
@@ -544,6 +557,7 @@ impl Handler<RunRequest> for RunActor {
                                 .unwrap_or(false);
                         Ok::<_, RunError>((done, recorded, took))
                     }
+                    .instrument(tracing::info_span!("run", run_id = %act.run_id, request_id = request_id.as_deref().unwrap_or("")))
                     .into_actor(act)
                 })
                 .map(move |result, act, ctx| {

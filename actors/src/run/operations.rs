@@ -1221,6 +1221,7 @@ async fn apply_changes(
                 events.push(payout_event("payout.failed", &p));
             }
         }
+        tracing::debug!(payout_id = %p.id, %client_id, before = ?before, after = ?p.status, "payout changed");
         recount(
             &mut after,
             if in_job { job.as_mut() } else { None },
@@ -1287,7 +1288,8 @@ pub async fn record_results(
                 ));
             }
             WithdrawalOutcome::Ambiguous { reason } => {
-                tracing::warn!(client_id = %request.client_id, %reason, "ambiguous withdrawal answer; it will be looked up");
+                let payout_id = parse_client_id(&request.client_id).map_or("", |(id, _)| id);
+                tracing::warn!(payout_id, client_id = %request.client_id, %reason, "ambiguous withdrawal answer; it will be looked up");
                 recorded.watch.push(request.client_id.clone());
             }
             WithdrawalOutcome::RateLimited { .. } => recorded.watch.push(request.client_id.clone()),
