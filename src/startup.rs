@@ -267,6 +267,7 @@ impl Application {
         self.server.await?;
         tracing::info!("stopping: requests are done; pausing runs");
         let state = self.state.clone();
+        let lease = self.lease.clone();
         let settle = async move {
             state.runs.counted_send(StopRuns::Pause).await.ok();
             let unsent = state
@@ -275,7 +276,7 @@ impl Application {
                 .await
                 .unwrap_or_default();
             state.runs.counted_send(StopRuns::Quiesce).await.ok();
-            match operations::hand_back(&state.db, &unsent).await {
+            match operations::hand_back(&state.db, &lease, &unsent).await {
                 Ok(n) if n > 0 => {
                     tracing::info!(payouts = n, "withdrawals never sent were handed back")
                 }

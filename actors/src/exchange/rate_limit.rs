@@ -68,7 +68,8 @@ impl SharedRateLimit {
             interval_us: if per_second == 0 {
                 0
             } else {
-                (1_000_000 / i64::from(per_second)).max(1)
+                // Rounded up: a shorter interval would let more than the rate through.
+                (1_000_000 + i64::from(per_second) - 1) / i64::from(per_second)
             },
             burst: i64::from(burst.max(1)),
         }

@@ -8,7 +8,7 @@ mod render;
 use std::{path::PathBuf, time::Duration};
 
 use actix::prelude::*;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use lettre::{
     AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
     message::{Mailbox, header::ContentType},
@@ -183,8 +183,11 @@ impl Mailer {
 
 /// Claims up to a batch of due rows: with several instances on one PostgreSQL database,
 /// `FOR UPDATE SKIP LOCKED` gives each row to one of them, and the claim keeps it theirs.
-async fn claim_due(db: &Db) -> Result<Vec<email_outbox::Model>, DbErr> {
+/// Returns the rows and the claim's `next_attempt_at`, which is also its token: a later
+/// write to a row applies only while the row still carries it.
+async fn claim_due(db: &Db) -> Result<(Vec<email_outbox::Model>, DateTime<Utc>), DbErr> {
     let now = time::now();
+    let claim = now + CLAIM;
     let tx = db.begin_write().await?;
     let mut select = email_outbox::Entity::find()
         .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
@@ -198,20 +201,17 @@ async fn claim_due(db: &Db) -> Result<Vec<email_outbox::Model>, DbErr> {
     let due = select.all(&*tx).await?;
     if !due.is_empty() {
         email_outbox::Entity::update_many()
-            .col_expr(
-                email_outbox::Column::NextAttemptAt,
-                Expr::value(now + CLAIM),
-            )
+            .col_expr(email_outbox::Column::NextAttemptAt, Expr::value(claim))
             .filter(email_outbox::Column::Id.is_in(due.iter().map(|r| r.id.clone())))
             .exec(&*tx)
             .await?;
     }
     tx.commit().await?;
-    Ok(due)
+    Ok((due, claim))
 }
 
 /// Makes claimed rows that were not tried due again at once.
-async fn release(db: &Db, ids: Vec<String>) -> Result<(), DbErr> {
+async fn release(db: &Db, ids: Vec<String>, claim: DateTime<Utc>) -> Result<(), DbErr> {
     if ids.is_empty() {
         return Ok(());
     }
@@ -223,6 +223,7 @@ async fn release(db: &Db, ids: Vec<String>) -> Result<(), DbErr> {
         )
         .filter(email_outbox::Column::Id.is_in(ids))
         .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
+        .filter(email_outbox::Column::NextAttemptAt.eq(claim))
         .exec(&*tx)
         .await?;
     tx.commit().await
@@ -238,7 +239,7 @@ async fn send_due(
     max_attempts: i32,
 ) -> Result<bool, DbErr> {
     let started = std::time::Instant::now();
-    let due = claim_due(db).await?;
+    let (due, claim) = claim_due(db).await?;
     let full = due.len() as u64 == BATCH;
     let (mut sent, mut failed) = (0u64, 0u64);
     let mut due = due.into_iter();
@@ -246,7 +247,7 @@ async fn send_due(
         if started.elapsed() > (CLAIM / 2).to_std().unwrap_or_default() {
             let mut rest = vec![row.id];
             rest.extend(due.map(|r| r.id));
-            release(db, rest).await?;
+            release(db, rest, claim).await?;
             telemetry::emails("sent", sent);
             telemetry::emails("failed", failed);
             return Ok(true);
@@ -259,7 +260,10 @@ async fn send_due(
         let attempts = row.attempts + 1;
         let update = email_outbox::Entity::update_many()
             .col_expr(email_outbox::Column::Attempts, Expr::value(attempts))
-            .filter(email_outbox::Column::Id.eq(row.id.as_str()));
+            .filter(email_outbox::Column::Id.eq(row.id.as_str()))
+            // Still ours: a claim that lapsed mid-send (another instance claimed the row since)
+            // records nothing over the other instance's outcome.
+            .filter(email_outbox::Column::NextAttemptAt.eq(claim));
         match &result {
             Ok(()) => sent += 1,
             Err(_) => failed += 1,

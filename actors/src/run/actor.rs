@@ -58,6 +58,9 @@ pub struct RunActor {
     last_heartbeat: Instant,
     /// Shutting down: record what comes back, start nothing.
     paused: bool,
+    /// Retired: if its supervisor restarts it (an address was still held), it stays inert;
+    /// the manager starts a new actor for the run when one is needed.
+    retired: bool,
 }
 
 impl RunActor {
@@ -83,6 +86,7 @@ impl RunActor {
             owns: false,
             last_heartbeat: now,
             paused: false,
+            retired: false,
         }
     }
 
@@ -474,6 +478,11 @@ impl RunActor {
     }
 
     fn retire(&mut self, ctx: &mut Context<Self>) {
+        // Never with withdrawals out: their answers come to this address.
+        if !self.in_flight.is_empty() || self.retired {
+            return;
+        }
+        self.retired = true;
         let retire = Retire {
             run_id: self.run_id.clone(),
             addr: ctx.address(),
@@ -492,6 +501,9 @@ impl Actor for RunActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         telemetry::actor_started(Self::KIND);
+        if self.retired {
+            return;
+        }
         self.load(ctx);
         ctx.run_interval(self.poll_interval(), |act, ctx| act.tick(ctx));
     }
@@ -534,7 +546,10 @@ impl Handler<RunRequest> for RunActor {
                     async move {
                         let mut snapshot = snapshot.ok_or(RunError::NotFound)?;
                         let mut recorded = operations::Recorded::default();
+                        // Only the lease holder follows the run's withdrawals; elsewhere a sync
+                        // answers the run as stored.
                         if matches!(msg.command, RunCommand::Sync)
+                            && owned
                             && snapshot.run.status == RunStatus::PayingOut
                         {
                             // Sync: one reconciliation pass with the exchange, then the run

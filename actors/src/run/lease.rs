@@ -78,12 +78,47 @@ pub async fn holds<C: ConnectionTrait>(
     settings: &LeaseSettings,
     run_id: &str,
 ) -> Result<bool, DbErr> {
+    // Shared-locked on PostgreSQL: a takeover (which updates the row) waits until the
+    // transaction that checked it has committed, so the new holder sees what it committed.
     let held = run_lease::Entity::find_by_id(run_id.to_owned())
         .filter(run_lease::Column::Owner.eq(settings.owner.as_str()))
         .filter(run_lease::Column::ExpiresAt.gt(time::now()))
+        .lock_shared()
         .one(conn)
         .await?;
     Ok(held.is_some())
+}
+
+/// Renews, in one statement per chunk, this instance's live leases on these runs (the runs
+/// with an actor here). It runs beside the actors, so a run actor busy with a long step
+/// keeps its lease.
+pub async fn renew(db: &Db, settings: &LeaseSettings, run_ids: &[String]) -> Result<(), DbErr> {
+    let now = time::now();
+    for chunk in run_ids.chunks(500) {
+        let tx = db.begin_write().await?;
+        run_lease::Entity::update_many()
+            .col_expr(
+                run_lease::Column::ExpiresAt,
+                Expr::value(settings.expiry(now)),
+            )
+            .filter(run_lease::Column::Owner.eq(settings.owner.as_str()))
+            .filter(run_lease::Column::ExpiresAt.gt(now))
+            .filter(run_lease::Column::RunId.is_in(chunk.to_vec()))
+            .exec(&*tx)
+            .await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+/// A subquery of the runs whose lease this instance holds now.
+pub fn held_runs(settings: &LeaseSettings) -> sea_orm::sea_query::SelectStatement {
+    Query::select()
+        .column(run_lease::Column::RunId)
+        .from(run_lease::Entity)
+        .and_where(Expr::col(run_lease::Column::Owner).eq(settings.owner.as_str()))
+        .and_where(Expr::col(run_lease::Column::ExpiresAt).gt(time::now()))
+        .to_owned()
 }
 
 /// Gives the run's lease up (the run is done, or this instance is stopping), so another

@@ -22,6 +22,8 @@ use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 pub struct RunManager {
     deps: Arc<RunDeps>,
     actors: HashMap<String, Addr<RunActor>>,
+    /// Shutting down: no run is taken over any more.
+    stopping: bool,
 }
 
 impl RunManager {
@@ -29,6 +31,7 @@ impl RunManager {
         RunManager {
             deps,
             actors: HashMap::new(),
+            stopping: false,
         }
     }
 
@@ -97,6 +100,21 @@ impl Actor for RunManager {
 impl RunManager {
     /// Starts actors for runs nobody works (their lease expired or was given up).
     fn adopt_orphans(&mut self, ctx: &mut Context<Self>) {
+        // Renew the leases of runs with an actor here, beside the actors (a run actor busy
+        // with a long step still keeps its lease).
+        let deps = self.deps.clone();
+        let live: Vec<String> = self.actors.keys().cloned().collect();
+        ctx.spawn(
+            async move {
+                if let Err(err) = lease::renew(&deps.db, &deps.lease, &live).await {
+                    tracing::warn!(error = %err, "run leases could not be renewed");
+                }
+            }
+            .into_actor(self),
+        );
+        if self.stopping {
+            return;
+        }
         let db = self.deps.db.clone();
         ctx.spawn(
             async move { lease::orphaned(&db.conn).await }
@@ -176,6 +194,7 @@ impl Handler<StopRuns> for RunManager {
     type Result = ResponseFuture<()>;
 
     fn handle(&mut self, msg: StopRuns, _: &mut Context<Self>) -> Self::Result {
+        self.stopping = true;
         let actors: Vec<Addr<RunActor>> = self.actors.values().cloned().collect();
         Box::pin(async move {
             let waits = actors.into_iter().map(|addr| async move {

@@ -187,12 +187,16 @@ async fn payouts_of<C: ConnectionTrait>(
         .await?)
 }
 
+/// The payout, locked for the rest of the transaction on PostgreSQL (SQLite's write
+/// transactions hold the database): a claim by the run's lease holder on another instance
+/// waits for this transaction, or this one reads what the claim committed.
 async fn payout_by_id<C: ConnectionTrait>(
     conn: &C,
     run_id: &str,
     payout_id: &str,
 ) -> Result<payout::Model, RunError> {
     payout::Entity::find_by_id(payout_id.to_owned())
+        .lock_exclusive()
         .one(conn)
         .await?
         .filter(|p| p.payroll_run_id == run_id)
@@ -1070,8 +1074,14 @@ pub async fn claim_window(
 }
 
 /// At shutdown: payouts whose withdrawals were committed but never left this instance (they
-/// were waiting for a token) are handed back, to be claimed afresh under the same ids.
-pub async fn hand_back(db: &Db, client_ids: &[String]) -> Result<u64, RunError> {
+/// were waiting for a token) are handed back, to be claimed afresh under the same ids. Only
+/// on runs whose lease this instance still holds: where another instance has taken a run
+/// over, it may already have sent such an id again, and the ids are looked up instead.
+pub async fn hand_back(
+    db: &Db,
+    lease: &super::lease::LeaseSettings,
+    client_ids: &[String],
+) -> Result<u64, RunError> {
     let mut handed_back = 0;
     for chunk in client_ids.chunks(CHUNK) {
         let tx = db.begin_write().await?;
@@ -1088,6 +1098,7 @@ pub async fn hand_back(db: &Db, client_ids: &[String]) -> Result<u64, RunError> 
             .filter(payout::Column::ClientWithdrawalId.is_in(chunk.to_vec()))
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
             .filter(payout::Column::CexWithdrawalId.is_null())
+            .filter(payout::Column::PayrollRunId.in_subquery(super::lease::held_runs(lease)))
             .exec(&*tx)
             .await?
             .rows_affected;

@@ -70,7 +70,8 @@ impl EndpointLimiter {
     }
 
     async fn acquire(&self) {
-        let interval_us = 1_000_000 / i64::from(REQUESTS_PER_SECOND.max(1));
+        let per_second = i64::from(REQUESTS_PER_SECOND.max(1));
+        let interval_us = (1_000_000 + per_second - 1) / per_second;
         loop {
             let wait = {
                 let mut tat = match self.tat_us.lock() {
