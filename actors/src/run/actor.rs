@@ -655,3 +655,18 @@ impl Handler<Quiesce> for RunActor {
 
     fn handle(&mut self, _: Quiesce, _: &mut Context<Self>) {}
 }
+
+/// Reload the run from the database (and take its lease if it has work and nobody holds it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reload;
+
+impl Handler<Reload> for RunActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Reload, ctx: &mut Context<Self>) {
+        if !self.owns && !self.paused && !self.retired {
+            self.load(ctx);
+        }
+    }
+}

@@ -12,7 +12,7 @@ use payroll_entities::{RunStatus, payroll_run};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 
 use super::{
-    actor::{Pause, Quiesce, Retire, RunActor},
+    actor::{Pause, Quiesce, Reload, Retire, RunActor},
     lease,
     messages::{RunError, RunReply, RunRequest},
     operations::RunDeps,
@@ -122,9 +122,14 @@ impl RunManager {
                 .map(|result, act, ctx| match result {
                     Ok(ids) => {
                         for id in ids {
-                            if !act.actors.contains_key(&id) {
-                                tracing::info!(run_id = %id, "run without a live lease; taking it over");
-                                act.actor_for(&id, ctx);
+                            match act.actors.get(&id) {
+                                // An actor here whose copy of the run may be out of date (it
+                                // saw no work to do): it reloads, and takes the lease if so.
+                                Some(addr) => addr.do_send(Reload),
+                                None => {
+                                    tracing::info!(run_id = %id, "run without a live lease; taking it over");
+                                    act.actor_for(&id, ctx);
+                                }
                             }
                         }
                     }
