@@ -135,6 +135,26 @@ impl Setup {
         std::fs::read_to_string(self.log_path(n)).unwrap_or_default()
     }
 
+    /// Imports `count` employees paid on `network`, with emails `{prefix}{i}@example.com`
+    /// and salaries of 100 + i cents.
+    pub(crate) async fn import_employees(
+        &self,
+        server: &Server,
+        prefix: &str,
+        count: usize,
+        network: &str,
+    ) {
+        let rows: Vec<Value> = (0..count)
+            .map(|i| {
+                let email = format!("{prefix}{i}@example.com");
+                json!({"name": format!("{prefix} {i}"), "wallet_address": evm_address(&email),
+                       "email": email, "salary_usd_cents": 100 + i as i64, "network": network})
+            })
+            .collect();
+        self.call(server, "POST", "/employees/import", Some(json!(rows)))
+            .await;
+    }
+
     pub(crate) async fn call(
         &self,
         server: &Server,
@@ -183,15 +203,8 @@ pub(crate) async fn withdrawn(db: &Db) -> u64 {
 async fn pay_through_a_crash(kill_after: u64) {
     let setup = Setup::new().await;
     let first = setup.start(1).await;
-    let rows: Vec<Value> = (0..PAYOUTS)
-        .map(|i| {
-            let email = format!("crash{i}@example.com");
-            json!({"name": format!("C {i}"), "wallet_address": evm_address(&email), "email": email,
-                   "salary_usd_cents": 100 + i as i64, "network": "ARBITRUM"})
-        })
-        .collect();
     setup
-        .call(&first, "POST", "/employees/import", Some(json!(rows)))
+        .import_employees(&first, "crash", PAYOUTS, "ARBITRUM")
         .await;
     let run = setup
         .call(

@@ -287,3 +287,19 @@ pub fn evm_address(seed: &str) -> String {
     out.truncate(42);
     out
 }
+
+/// In any window [t_i, t_j] of these send times (milliseconds, sorted) at most
+/// burst + rate·(t_j − t_i) withdrawals. The exchange stamps each when its transaction runs, up
+/// to `stamp_delay` seconds after its token was taken.
+pub fn assert_within_rate_limit(times: &[i64], rate: f64, burst: f64, stamp_delay: f64) {
+    for i in 0..times.len() {
+        for j in i..times.len() {
+            let seconds = (times[j] - times[i]) as f64 / 1000.0;
+            let count = (j - i + 1) as f64;
+            assert!(
+                count <= burst + rate * (seconds + stamp_delay),
+                "{count} withdrawals in {seconds}s (rate {rate}/s, burst {burst})"
+            );
+        }
+    }
+}

@@ -17,21 +17,14 @@ use serde_json::{Value, json};
 
 use crate::{
     crash::{Server, Setup, db, withdrawn},
-    helpers::evm_address,
+    helpers::assert_within_rate_limit,
     receiver::Receiver,
 };
 
 /// Imports `employees` employees (each regular run pays them all).
 async fn import(setup: &Setup, server: &Server, employees: usize) {
-    let rows: Vec<Value> = (0..employees)
-        .map(|i| {
-            let email = format!("inst{i}@example.com");
-            json!({"name": format!("I {i}"), "wallet_address": evm_address(&email), "email": email,
-                   "salary_usd_cents": 100 + i as i64, "network": "BASE"})
-        })
-        .collect();
     setup
-        .call(server, "POST", "/employees/import", Some(json!(rows)))
+        .import_employees(server, "inst", employees, "BASE")
         .await;
 }
 
@@ -347,17 +340,7 @@ async fn two_instances_share_the_work_and_survive_a_kill() {
         .map(|w| w.created_at.timestamp_millis())
         .collect();
     times.sort_unstable();
-    let stamp_delay = 0.25;
-    for i in 0..times.len() {
-        for j in i..times.len() {
-            let seconds = (times[j] - times[i]) as f64 / 1000.0;
-            let count = (j - i + 1) as f64;
-            assert!(
-                count <= burst + rate * (seconds + stamp_delay),
-                "{count} withdrawals in {seconds}s across two instances"
-            );
-        }
-    }
+    assert_within_rate_limit(&times, rate, burst, 0.25);
 
     // Every event reached the receiver, each under its own webhook-id.
     let events: HashSet<String> = event::Entity::find()

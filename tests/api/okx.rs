@@ -618,15 +618,8 @@ async fn okx_crash_restart_pays_each_payout_exactly_once() {
         .with_env("PAYROLL__EXCHANGE__OKX__PASSPHRASE", PASSPHRASE)
         .with_env("PAYROLL__EXCHANGE__OKX__TIMEOUT_MS", "1000");
     let first = setup.start(1).await;
-    let rows: Vec<Value> = (0..PAYOUTS)
-        .map(|i| {
-            let email = format!("okxcrash{i}@example.com");
-            json!({"name": format!("K {i}"), "wallet_address": evm_address(&email), "email": email,
-                   "salary_usd_cents": 100 + i as i64, "network": "ARBITRUM"})
-        })
-        .collect();
     setup
-        .call(&first, "POST", "/employees/import", Some(json!(rows)))
+        .import_employees(&first, "okxcrash", PAYOUTS, "ARBITRUM")
         .await;
     let run = setup
         .call(
