@@ -307,7 +307,8 @@ async fn admit(
     })))
 }
 
-/// Looks the bearer key up by its keyed hash and checks it is usable now.
+/// Looks the bearer key up by its keyed hash (held briefly, see [`crate::key_cache`]) and
+/// checks it is usable now.
 pub(crate) async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
@@ -329,11 +330,18 @@ pub(crate) async fn authenticate(
         ));
     }
     let hash = auth::hash_key(state.pepper.expose().as_bytes(), token);
-    let key = api_key::Entity::find()
-        .filter(api_key::Column::KeyHash.eq(hash))
-        .one(&state.db.conn)
-        .await?
-        .ok_or_else(|| invalid("The API key is not known"))?;
+    let key = match state.verified_keys.get(&hash) {
+        Ok(key) => key,
+        Err(start) => {
+            let key = api_key::Entity::find()
+                .filter(api_key::Column::KeyHash.eq(hash.as_str()))
+                .one(&state.db.conn)
+                .await?
+                .ok_or_else(|| invalid("The API key is not known"))?;
+            state.verified_keys.store(start, hash.clone(), key.clone());
+            key
+        }
+    };
     let now = time::now();
     match auth::key_status(&key, now) {
         (ApiKeyStatus::Revoked, _) => return Err(invalid("The API key has been revoked")),
@@ -355,6 +363,7 @@ pub(crate) async fn authenticate(
         .is_none_or(|t| now - t >= Duration::minutes(1))
     {
         touch_key(state.db.clone(), key.id.clone(), now);
+        state.verified_keys.touched(&hash, now);
     }
     Ok(Caller {
         scopes: auth::parse_scope_list(&key.scopes),

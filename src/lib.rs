@@ -12,6 +12,7 @@ pub mod dates;
 pub mod error;
 pub mod gate;
 pub mod idempotency;
+pub mod key_cache;
 pub mod keys;
 pub mod openapi;
 pub mod routes;

@@ -12,7 +12,10 @@ use payroll_actors::{
 };
 use payroll_entities::db::Db;
 
-use crate::config::{Secret, Settings};
+use crate::{
+    config::{Secret, Settings},
+    key_cache::{KEY_CACHE_TTL, VerifiedKeys},
+};
 
 pub struct AppState {
     pub settings: Arc<Settings>,
@@ -26,6 +29,8 @@ pub struct AppState {
     pub exchange_provider: &'static str,
     /// Per-API-key token buckets.
     pub limiter: DefaultKeyedRateLimiter<String>,
+    /// API keys read recently, by keyed hash.
+    pub verified_keys: VerifiedKeys,
     pub webhooks: Addr<WebhookSupervisor>,
     /// Seals webhook secrets at rest.
     pub secrets: Arc<SecretBox>,
@@ -66,6 +71,7 @@ impl AppState {
             exchange: actors.exchange,
             exchange_provider: actors.exchange_provider,
             limiter,
+            verified_keys: VerifiedKeys::new(KEY_CACHE_TTL),
             webhooks: actors.webhooks,
             secrets: actors.secrets,
             instance_id: actors.instance_id,

@@ -209,14 +209,18 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         "rotated_from": old.id,
         "old_key_valid_until": time::format(&grace_end),
     }));
-    req.commit(
-        tx,
-        StatusCode::CREATED,
-        &shown,
-        Some(&shown.redacted()),
-        record,
-    )
-    .await
+    let answer = req
+        .commit(
+            tx,
+            StatusCode::CREATED,
+            &shown,
+            Some(&shown.redacted()),
+            record,
+        )
+        .await;
+    // Its grace end applies from the next request on.
+    state.verified_keys.forget(&old.key_hash);
+    answer
 }
 
 #[utoipa::path(delete, path = "/api-keys/{key_id}", operation_id = "revokeApiKey", tag = "api-keys",
@@ -227,6 +231,7 @@ pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let key = find_key(&req, req.param("key_id")).await?;
     let now = time::now();
     let tx = req.state().db.begin_write().await?;
+    let hash = key.key_hash.clone();
     let revoked = if key.revoked_at.is_some() {
         key
     } else {
@@ -236,6 +241,10 @@ pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     };
     let shown = ApiKeyResource::from_model(&revoked, now);
     let record = AuditRecord::new("API_KEY_REVOKED", "api_key", &revoked.id);
-    req.commit::<_, ApiKeyResource>(tx, StatusCode::OK, &shown, None, record)
-        .await
+    let answer = req
+        .commit::<_, ApiKeyResource>(tx, StatusCode::OK, &shown, None, record)
+        .await;
+    // Refused from the next request on, not after the cache's moment.
+    req.state().verified_keys.forget(&hash);
+    answer
 }
