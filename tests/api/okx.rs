@@ -17,7 +17,7 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate, matchers};
 
 use crate::{
     crash::Setup,
-    helpers::{TestApp, evm_address, spawn_app_with},
+    helpers::{TestApp, spawn_app_with},
 };
 
 const API_KEY: &str = "okx-test-key";
