@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{fresh_schema, peak_mb};
+use common::{fresh_schema, peak_mb, spawn_server, wait_ready};
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -132,22 +132,15 @@ async fn run(
     .key
     .flatten()
     .unwrap_or_default();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_payroll"))
-        .arg("serve")
-        .env("PAYROLL__SERVER__PORT", port.to_string())
-        .env("PAYROLL__DATA__DIR", dir.path())
-        .env("PAYROLL__DATABASE__URL", settings.database_url())
-        .env("PAYROLL__AUTH__BOOTSTRAP_KEY", "false")
-        .env("PAYROLL__LOG__LEVEL", "warn")
-        // High enough never to answer 429: the server is measured, not the limiter.
-        .env("PAYROLL__API__RATE_LIMIT_PER_SECOND", "10000000")
-        .env("PAYROLL__API__RATE_LIMIT_BURST", "10000000")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()?;
+    // High enough never to answer 429: the server is measured, not the limiter.
+    let (mut child, port) = spawn_server(
+        dir.path(),
+        &settings.database_url(),
+        &[
+            ("PAYROLL__API__RATE_LIMIT_PER_SECOND", "10000000"),
+            ("PAYROLL__API__RATE_LIMIT_BURST", "10000000"),
+        ],
+    )?;
     let result = measure(name, port, &admin_key, &read_key, employees, &load).await;
     let peak = peak_mb(child.id());
     child.kill().ok();
@@ -201,19 +194,7 @@ async fn measure(
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(120))
         .finish();
-    let started = Instant::now();
-    while client
-        .get(format!("http://127.0.0.1:{port}/readyz"))
-        .send()
-        .await
-        .is_err()
-    {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(30),
-            "{name}: server did not start"
-        );
-        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_ready(&client, port).await?;
     let post = |path: &str, body: Value| {
         let req = client
             .post(format!("http://127.0.0.1:{port}/api/v1{path}"))

@@ -11,12 +11,9 @@
 
 mod common;
 
-use common::{fresh_schema, peak_mb};
+use common::{fresh_schema, peak_mb, spawn_server, wait_ready};
 
-use std::{
-    process::{Command, Stdio},
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use payroll::{auth, config::Settings};
 use serde_json::{Value, json};
@@ -52,44 +49,26 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
         .key
         .flatten()
         .unwrap_or_default();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_payroll"))
-        .arg("serve")
-        .env("PAYROLL__SERVER__PORT", port.to_string())
-        .env("PAYROLL__DATA__DIR", dir.path())
-        .env("PAYROLL__DATABASE__URL", settings.database_url())
-        .env("PAYROLL__AUTH__BOOTSTRAP_KEY", "false")
-        .env("PAYROLL__LOG__LEVEL", "warn")
-        .env("PAYROLL__API__MAX_IMPORT_BYTES", (256u64 << 20).to_string())
-        .env("PAYROLL__EXCHANGE__WITHDRAWALS_PER_SECOND", "0")
-        .env("PAYROLL__EXCHANGE__SANDBOX__COMPLETION_DELAY_MS", "0")
-        .env(
-            "PAYROLL__EXCHANGE__SANDBOX__EXCHANGE_INITIAL_USD_CENTS",
-            "100000000000000",
-        )
-        .env("PAYROLL__RUNS__POLL_INTERVAL_MS", "200")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()?;
+    let max_import = (256u64 << 20).to_string();
+    let (mut child, port) = spawn_server(
+        dir.path(),
+        &settings.database_url(),
+        &[
+            ("PAYROLL__API__MAX_IMPORT_BYTES", max_import.as_str()),
+            ("PAYROLL__EXCHANGE__WITHDRAWALS_PER_SECOND", "0"),
+            ("PAYROLL__EXCHANGE__SANDBOX__COMPLETION_DELAY_MS", "0"),
+            (
+                "PAYROLL__EXCHANGE__SANDBOX__EXCHANGE_INITIAL_USD_CENTS",
+                "100000000000000",
+            ),
+            ("PAYROLL__RUNS__POLL_INTERVAL_MS", "200"),
+        ],
+    )?;
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(600))
         .finish();
-    let started = Instant::now();
-    while client
-        .get(format!("http://127.0.0.1:{port}/readyz"))
-        .send()
-        .await
-        .is_err()
-    {
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(30),
-            "server did not start"
-        );
-        actix_web::rt::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_ready(&client, port).await?;
     let call = |method: &str, path: &str, body: Option<Value>| {
         let client = client.clone();
         let url = format!("{base}{path}");

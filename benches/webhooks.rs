@@ -13,10 +13,9 @@
 
 mod common;
 
-use common::{fresh_schema, peak_mb};
+use common::{fresh_schema, peak_mb, spawn_server};
 
 use std::{
-    process::{Command, Stdio},
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -167,21 +166,14 @@ async fn run(name: &str, base_url: Option<String>, count: usize, dead: bool) -> 
     }
     let seeded = seeding.elapsed();
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_payroll"))
-        .arg("serve")
-        .env("PAYROLL__SERVER__PORT", port.to_string())
-        .env("PAYROLL__DATA__DIR", dir.path())
-        .env("PAYROLL__DATABASE__URL", settings.database_url())
-        .env("PAYROLL__AUTH__BOOTSTRAP_KEY", "false")
-        .env("PAYROLL__LOG__LEVEL", "warn")
-        .env("PAYROLL__WEBHOOKS__ALLOW_HTTP", "true")
-        .env("PAYROLL__WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()?;
+    let (mut child, _port) = spawn_server(
+        dir.path(),
+        &settings.database_url(),
+        &[
+            ("PAYROLL__WEBHOOKS__ALLOW_HTTP", "true"),
+            ("PAYROLL__WEBHOOKS__ALLOW_PRIVATE_NETWORKS", "true"),
+        ],
+    )?;
     let started = Instant::now();
     let live = endpoint_ids[0].clone();
     let done = loop {

@@ -1,4 +1,5 @@
-//! What the benchmarks share: a fresh PostgreSQL schema and a child process's peak memory.
+//! What the benchmarks share: a fresh PostgreSQL schema, the release server as a child process
+//! (started and awaited), and a child process's peak memory.
 
 /// A new schema in the benchmark database, and a URL whose connections use it.
 pub async fn fresh_schema(base: &str) -> anyhow::Result<String> {
@@ -24,4 +25,48 @@ pub fn peak_mb(pid: u32) -> f64 {
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
         .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Starts `payroll serve` on a free port over `database_url`, with its data in `data_dir`, no
+/// bootstrap key, warnings only, and `env` on top. Returns the child and its port.
+#[allow(dead_code)] // `foundation` serves in-process.
+pub fn spawn_server(
+    data_dir: &std::path::Path,
+    database_url: &str,
+    env: &[(&str, &str)],
+) -> anyhow::Result<(std::process::Child, u16)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_payroll"))
+        .arg("serve")
+        .env("PAYROLL__SERVER__PORT", port.to_string())
+        .env("PAYROLL__DATA__DIR", data_dir)
+        .env("PAYROLL__DATABASE__URL", database_url)
+        .env("PAYROLL__AUTH__BOOTSTRAP_KEY", "false")
+        .env("PAYROLL__LOG__LEVEL", "warn")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    Ok((child, port))
+}
+
+/// Waits until the server on `port` answers `/readyz` (at most 30 s).
+#[allow(dead_code)] // `foundation` serves in-process.
+pub async fn wait_ready(client: &awc::Client, port: u16) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
+    while client
+        .get(format!("http://127.0.0.1:{port}/readyz"))
+        .send()
+        .await
+        .is_err()
+    {
+        anyhow::ensure!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the server on port {port} did not start"
+        );
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Ok(())
 }
