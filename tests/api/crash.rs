@@ -155,6 +155,46 @@ impl Setup {
             .await;
     }
 
+    /// Creates the regular run of `month` (2026); returns its id and total.
+    pub(crate) async fn create_run(&self, server: &Server, month: u32) -> (String, i64) {
+        let run = self
+            .call(
+                server,
+                "POST",
+                "/payroll-runs",
+                Some(json!({"period_start": format!("2026-{month:02}-01"),
+                            "period_end": format!("2026-{month:02}-28")})),
+            )
+            .await;
+        let id = run["data"]["id"].as_str().expect("run id").to_owned();
+        let total = run["data"]["total_amount_usd_cents"]
+            .as_i64()
+            .expect("total");
+        (id, total)
+    }
+
+    /// `POST /payroll-runs/{run_id}/{step}` (confirm, balance-check, execute, sync, …).
+    pub(crate) async fn run_step(&self, server: &Server, run_id: &str, step: &str) -> Value {
+        self.call(
+            server,
+            "POST",
+            &format!("/payroll-runs/{run_id}/{step}"),
+            None,
+        )
+        .await
+    }
+
+    /// Moves `cents` from the treasury wallet to the exchange account.
+    pub(crate) async fn fund(&self, server: &Server, cents: i64) {
+        self.call(
+            server,
+            "POST",
+            "/treasury/transfers",
+            Some(json!({"amount_usd_cents": cents})),
+        )
+        .await;
+    }
+
     pub(crate) async fn call(
         &self,
         server: &Server,
@@ -206,51 +246,12 @@ async fn pay_through_a_crash(kill_after: u64) {
     setup
         .import_employees(&first, "crash", PAYOUTS, "ARBITRUM")
         .await;
-    let run = setup
-        .call(
-            &first,
-            "POST",
-            "/payroll-runs",
-            Some(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"})),
-        )
-        .await;
-    let run_id = run["data"]["id"].as_str().expect("run id").to_owned();
-    let total = run["data"]["total_amount_usd_cents"]
-        .as_i64()
-        .expect("total");
-    setup
-        .call(
-            &first,
-            "POST",
-            &format!("/payroll-runs/{run_id}/confirm"),
-            None,
-        )
-        .await;
-    setup
-        .call(
-            &first,
-            "POST",
-            "/treasury/transfers",
-            Some(json!({"amount_usd_cents": total})),
-        )
-        .await;
-    let check = setup
-        .call(
-            &first,
-            "POST",
-            &format!("/payroll-runs/{run_id}/balance-check"),
-            None,
-        )
-        .await;
+    let (run_id, total) = setup.create_run(&first, 3).await;
+    setup.run_step(&first, &run_id, "confirm").await;
+    setup.fund(&first, total).await;
+    let check = setup.run_step(&first, &run_id, "balance-check").await;
     assert_eq!(check["data"]["run_status"], "DEPOSITED");
-    setup
-        .call(
-            &first,
-            "POST",
-            &format!("/payroll-runs/{run_id}/execute"),
-            None,
-        )
-        .await;
+    setup.run_step(&first, &run_id, "execute").await;
 
     let database = db(&setup.database_url).await;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -270,14 +271,7 @@ async fn pay_through_a_crash(kill_after: u64) {
     let second = setup.start(2).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     let finished = loop {
-        let run = setup
-            .call(
-                &second,
-                "POST",
-                &format!("/payroll-runs/{run_id}/sync"),
-                None,
-            )
-            .await;
+        let run = setup.run_step(&second, &run_id, "sync").await;
         if run["data"]["status"] == "COMPLETED" {
             break run;
         }

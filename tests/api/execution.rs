@@ -29,22 +29,6 @@ async fn staff(app: &TestApp, n: usize) -> Vec<Value> {
     out
 }
 
-async fn create_run(app: &TestApp, body: Value) -> String {
-    let res = app.post("/api/v1/payroll-runs", body).await;
-    assert_eq!(res.status, 201, "{}", res.text);
-    id(res.data())
-}
-
-async fn confirmed_run(app: &TestApp, body: Value) -> String {
-    let run_id = create_run(app, body).await;
-    let res = app
-        .act(&format!("/api/v1/payroll-runs/{run_id}/confirm"))
-        .await;
-    assert_eq!(res.status, 200, "{}", res.text);
-    assert_eq!(res.data()["status"], "CONFIRMED");
-    run_id
-}
-
 async fn withdrawals(app: &TestApp) -> Vec<sandbox_withdrawal::Model> {
     sandbox_withdrawal::Entity::find()
         .order_by_asc(sandbox_withdrawal::Column::CreatedAt)
@@ -62,7 +46,7 @@ fn march() -> Value {
 async fn a_run_is_paid_from_confirm_to_completed() {
     let app = spawn_app().await;
     let people = staff(&app, 3).await;
-    let run_id = confirmed_run(&app, march()).await;
+    let run_id = app.confirmed_run(march()).await;
     let base = format!("/api/v1/payroll-runs/{run_id}");
 
     // Not funded yet: the check says by how much.
@@ -265,7 +249,7 @@ async fn a_run_is_paid_from_confirm_to_completed() {
 async fn execute_never_withdraws_outside_deposited() {
     let app = spawn_app().await;
     staff(&app, 2).await;
-    let run_id = create_run(&app, march()).await;
+    let run_id = app.create_run(march()).await;
     let base = format!("/api/v1/payroll-runs/{run_id}");
 
     let res = app.act(&format!("{base}/execute")).await;
@@ -346,7 +330,7 @@ async fn failed_addresses_fail_and_a_retry_pays_the_fixed_wallet() {
     let app = spawn_app_with(|s| s.exchange.sandbox.fail_addresses = vec![bad.clone()]).await;
     let people = staff(&app, 3).await;
     app.fund(100_000).await;
-    let run_id = confirmed_run(&app, march()).await;
+    let run_id = app.confirmed_run(march()).await;
     app.act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
         .await;
     let first_job = app
@@ -439,12 +423,10 @@ async fn failed_addresses_fail_and_a_retry_pays_the_fixed_wallet() {
 async fn competing_runs_reserve_only_covered_funds() {
     let app = spawn_app().await;
     staff(&app, 2).await;
-    let a = confirmed_run(&app, march()).await;
-    let b = confirmed_run(
-        &app,
-        json!({"period_start": "2026-04-01", "period_end": "2026-04-30"}),
-    )
-    .await;
+    let a = app.confirmed_run(march()).await;
+    let b = app
+        .confirmed_run(json!({"period_start": "2026-04-01", "period_end": "2026-04-30"}))
+        .await;
     // Each needs 3000; the exchange holds 4500.
     app.fund(4500).await;
     let first = app
@@ -489,7 +471,7 @@ async fn withdrawals_never_exceed_the_rate_limit() {
         200
     );
     app.fund(100_000).await;
-    let run_id = confirmed_run(&app, march()).await;
+    let run_id = app.confirmed_run(march()).await;
     app.act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
         .await;
     app.act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
@@ -512,11 +494,11 @@ async fn test_runs_pay_small_amounts_and_are_deducted_from_the_next_run() {
     let app = spawn_app_with(|s| s.test_run.amount_usd_cents = 100).await;
     let people = staff(&app, 2).await;
     app.fund(1_000_000).await;
-    let test_run = confirmed_run(
-        &app,
-        json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "is_test_run": true}),
-    )
-    .await;
+    let test_run = app
+        .confirmed_run(
+            json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "is_test_run": true}),
+        )
+        .await;
     app.act(&format!("/api/v1/payroll-runs/{test_run}/balance-check"))
         .await;
     app.act(&format!("/api/v1/payroll-runs/{test_run}/execute"))
@@ -550,7 +532,7 @@ async fn test_runs_pay_small_amounts_and_are_deducted_from_the_next_run() {
     }
 
     // The next regular run takes each completed test payout off.
-    let regular = confirmed_run(&app, march()).await;
+    let regular = app.confirmed_run(march()).await;
     let payouts = app
         .get(&format!("/api/v1/payroll-runs/{regular}/payouts"))
         .await;
@@ -573,7 +555,7 @@ async fn test_runs_pay_small_amounts_and_are_deducted_from_the_next_run() {
     // Cancelling that run gives the deductions back, so a later run takes them again.
     app.act(&format!("/api/v1/payroll-runs/{regular}/cancel"))
         .await;
-    let again = confirmed_run(&app, march()).await;
+    let again = app.confirmed_run(march()).await;
     let payouts = app
         .get(&format!("/api/v1/payroll-runs/{again}/payouts"))
         .await;
@@ -591,7 +573,7 @@ async fn test_runs_pay_small_amounts_and_are_deducted_from_the_next_run() {
 async fn payouts_can_be_cancelled_before_they_are_handed_over() {
     let app = spawn_app().await;
     staff(&app, 3).await;
-    let run_id = create_run(&app, march()).await;
+    let run_id = app.create_run(march()).await;
     let payouts = app
         .get(&format!("/api/v1/payroll-runs/{run_id}/payouts"))
         .await;
@@ -641,7 +623,7 @@ async fn payouts_can_be_cancelled_before_they_are_handed_over() {
 async fn a_confirmed_run_watches_for_its_funds() {
     let app = spawn_app_with(|s| s.runs.funds_watch_interval_ms = 100).await;
     staff(&app, 1).await;
-    let run_id = confirmed_run(&app, march()).await;
+    let run_id = app.confirmed_run(march()).await;
     app.fund(1000).await;
     let deposited = app
         .wait_for_run(&run_id, 10, |r| r["status"] == "DEPOSITED")
@@ -654,7 +636,7 @@ async fn a_run_pays_the_snapshot_confirmed_even_if_employees_change() {
     let app = spawn_app().await;
     let people = staff(&app, 1).await;
     app.fund(10_000).await;
-    let run_id = confirmed_run(&app, march()).await;
+    let run_id = app.confirmed_run(march()).await;
     let before = people[0]["wallet_address"]
         .as_str()
         .expect("wallet")
@@ -731,11 +713,11 @@ async fn a_deduction_is_given_back_once() {
     let app = spawn_app_with(|s| s.test_run.amount_usd_cents = 100).await;
     let people = staff(&app, 2).await;
     app.fund(1_000_000).await;
-    let test_run = confirmed_run(
-        &app,
-        json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "is_test_run": true}),
-    )
-    .await;
+    let test_run = app
+        .confirmed_run(
+            json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "is_test_run": true}),
+        )
+        .await;
     app.act(&format!("/api/v1/payroll-runs/{test_run}/balance-check"))
         .await;
     app.act(&format!("/api/v1/payroll-runs/{test_run}/execute"))
@@ -743,7 +725,7 @@ async fn a_deduction_is_given_back_once() {
     app.wait_for_run(&test_run, 20, |r| r["status"] == "COMPLETED")
         .await;
 
-    let regular = confirmed_run(&app, march()).await;
+    let regular = app.confirmed_run(march()).await;
     let payouts = app
         .get(&format!("/api/v1/payroll-runs/{regular}/payouts"))
         .await;
@@ -765,7 +747,7 @@ async fn a_deduction_is_given_back_once() {
     app.act(&format!("/api/v1/payroll-runs/{regular}/cancel"))
         .await;
     // The next run takes each deduction once: 100, not 200.
-    let next = confirmed_run(&app, march()).await;
+    let next = app.confirmed_run(march()).await;
     let payouts = app
         .get(&format!("/api/v1/payroll-runs/{next}/payouts"))
         .await;
@@ -784,7 +766,7 @@ async fn a_run_finishes_when_its_remaining_payouts_are_cancelled() {
     .await;
     staff(&app, 3).await;
     app.fund(100_000).await;
-    let run_id = confirmed_run(&app, march()).await;
+    let run_id = app.confirmed_run(march()).await;
     app.act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
         .await;
     app.act(&format!("/api/v1/payroll-runs/{run_id}/execute"))

@@ -144,6 +144,34 @@ impl TestApp {
     }
 
     /// Syncs the run until `done` holds for it, or panics after `seconds`.
+    /// Creates a run from `body`; returns its id.
+    pub async fn create_run(&self, body: Value) -> String {
+        let res = self.post("/api/v1/payroll-runs", body).await;
+        assert_eq!(res.status, 201, "{}", res.text);
+        res.data()["id"].as_str().expect("run id").to_owned()
+    }
+
+    /// Creates a run from `body` and confirms it; returns its id.
+    pub async fn confirmed_run(&self, body: Value) -> String {
+        let run_id = self.create_run(body).await;
+        let res = self
+            .act(&format!("/api/v1/payroll-runs/{run_id}/confirm"))
+            .await;
+        assert_eq!(res.status, 200, "{}", res.text);
+        assert_eq!(res.data()["status"], "CONFIRMED");
+        run_id
+    }
+
+    /// Creates, confirms and balance-checks a run the exchange already covers; returns its id.
+    pub async fn deposited_run(&self, body: Value) -> String {
+        let run_id = self.confirmed_run(body).await;
+        let res = self
+            .act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
+            .await;
+        assert_eq!(res.data()["run_status"], "DEPOSITED", "{}", res.text);
+        run_id
+    }
+
     pub async fn wait_for_run(
         &self,
         run_id: &str,

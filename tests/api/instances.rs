@@ -35,62 +35,14 @@ async fn confirmed_run(
     confirmer: &Server,
     month: u32,
 ) -> (String, i64) {
-    let run = setup
-        .call(
-            creator,
-            "POST",
-            "/payroll-runs",
-            Some(json!({"period_start": format!("2026-{month:02}-01"),
-                        "period_end": format!("2026-{month:02}-28")})),
-        )
-        .await;
-    let run_id = run["data"]["id"].as_str().expect("run id").to_owned();
-    let total = run["data"]["total_amount_usd_cents"]
-        .as_i64()
-        .expect("total");
-    setup
-        .call(
-            confirmer,
-            "POST",
-            &format!("/payroll-runs/{run_id}/confirm"),
-            None,
-        )
-        .await;
-    (run_id, total)
-}
-
-async fn fund(setup: &Setup, server: &Server, cents: i64) {
-    setup
-        .call(
-            server,
-            "POST",
-            "/treasury/transfers",
-            Some(json!({"amount_usd_cents": cents})),
-        )
-        .await;
+    let run = setup.create_run(creator, month).await;
+    setup.run_step(confirmer, &run.0, "confirm").await;
+    run
 }
 
 async fn deposit(setup: &Setup, server: &Server, run_id: &str) {
-    let check = setup
-        .call(
-            server,
-            "POST",
-            &format!("/payroll-runs/{run_id}/balance-check"),
-            None,
-        )
-        .await;
+    let check = setup.run_step(server, run_id, "balance-check").await;
     assert_eq!(check["data"]["run_status"], "DEPOSITED", "{check}");
-}
-
-async fn execute(setup: &Setup, server: &Server, run_id: &str) {
-    setup
-        .call(
-            server,
-            "POST",
-            &format!("/payroll-runs/{run_id}/execute"),
-            None,
-        )
-        .await;
 }
 
 async fn wait_completed(setup: &Setup, server: &Server, run_id: &str, seconds: u64) {
@@ -146,8 +98,7 @@ async fn assert_paid_exactly_once(database: &Db, total: i64) {
     assert_eq!(paid, total, "money conserved");
 }
 
-async fn instance_id(setup: &Setup, server: &Server) -> String {
-    let _ = setup;
+async fn instance_id(server: &Server) -> String {
     let mut res = awc::Client::default()
         .get(format!("{}/readyz", server.base))
         .send()
@@ -178,9 +129,9 @@ async fn sigterm_mid_run_stops_cleanly_and_loses_nothing() {
     let mut first = setup.start(1).await;
     import(&setup, &first, 150).await;
     let run = confirmed_run(&setup, &first, &first, 3).await;
-    fund(&setup, &first, run.1).await;
+    setup.fund(&first, run.1).await;
     deposit(&setup, &first, &run.0).await;
-    execute(&setup, &first, &run.0).await;
+    setup.run_step(&first, &run.0, "execute").await;
 
     let database = db(&setup.database_url).await;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -269,8 +220,8 @@ async fn two_instances_share_the_work_and_survive_a_kill() {
         .with_env("PAYROLL__WEBHOOKS__TIMEOUT_MS", "1000");
     let mut a = setup.start(1).await;
     let b = setup.start(2).await;
-    let a_id = instance_id(&setup, &a).await;
-    let b_id = instance_id(&setup, &b).await;
+    let a_id = instance_id(&a).await;
+    let b_id = instance_id(&b).await;
     assert_ne!(a_id, b_id);
     setup
         .call(
@@ -283,14 +234,14 @@ async fn two_instances_share_the_work_and_survive_a_kill() {
     import(&setup, &a, 40).await;
     // Funded twice over: a run executed while others pay out counts their withdrawals in
     // flight twice for a moment (the exchange took them, their payouts are still PENDING).
-    fund(&setup, &b, 2 * 4 * (100..140).sum::<i64>()).await;
+    setup.fund(&b, 2 * 4 * (100..140).sum::<i64>()).await;
     // Each run is created on one instance, then confirmed, deposited and executed on the
     // other, which takes its lease and pays it.
     let mut runs = Vec::new();
     for (month, (creator, worker)) in [(3, (&a, &b)), (4, (&b, &a)), (5, (&a, &b)), (6, (&b, &a))] {
         let run = confirmed_run(&setup, creator, worker, month).await;
         deposit(&setup, worker, &run.0).await;
-        execute(&setup, worker, &run.0).await;
+        setup.run_step(worker, &run.0, "execute").await;
         runs.push(run);
     }
 
@@ -440,9 +391,9 @@ async fn the_log_of_a_full_run_holds_no_secret() {
 
     import(&setup, &server, 5).await;
     let run = confirmed_run(&setup, &server, &server, 3).await;
-    fund(&setup, &server, run.1).await;
+    setup.fund(&server, run.1).await;
     deposit(&setup, &server, &run.0).await;
-    execute(&setup, &server, &run.0).await;
+    setup.run_step(&server, &run.0, "execute").await;
     wait_completed(&setup, &server, &run.0, 30).await;
     let rotated = setup
         .call(

@@ -7,7 +7,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::{
     helpers::{TestApp, new_key, spawn_app_with},
@@ -141,10 +141,6 @@ async fn scrape_until(
     }
 }
 
-fn id(v: &Value) -> String {
-    v["id"].as_str().expect("id").to_owned()
-}
-
 /// Creates `n` payees and a DEPOSITED regular run for them; returns the run id.
 pub async fn funded_run(app: &TestApp, n: usize, label: &str) -> String {
     for i in 1..=n {
@@ -155,24 +151,11 @@ pub async fn funded_run(app: &TestApp, n: usize, label: &str) -> String {
         )
         .await;
     }
-    let res = app
-        .post(
-            "/api/v1/payroll-runs",
-            json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "label": label}),
-        )
-        .await;
-    assert_eq!(res.status, 201, "{}", res.text);
-    let run_id = id(res.data());
-    let res = app
-        .act(&format!("/api/v1/payroll-runs/{run_id}/confirm"))
-        .await;
-    assert_eq!(res.status, 200, "{}", res.text);
     app.fund(1_000_000).await;
-    let res = app
-        .act(&format!("/api/v1/payroll-runs/{run_id}/balance-check"))
-        .await;
-    assert_eq!(res.data()["run_status"], "DEPOSITED", "{}", res.text);
-    run_id
+    app.deposited_run(
+        json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "label": label}),
+    )
+    .await
 }
 
 #[actix_web::test]

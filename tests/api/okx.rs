@@ -376,21 +376,12 @@ async fn executed_run(app: &TestApp, n: usize) -> String {
         )
         .await;
     }
-    let res = app
-        .post(
-            "/api/v1/payroll-runs",
-            json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}),
-        )
+    let run_id = app
+        .deposited_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
         .await;
-    assert_eq!(res.status, 201, "{}", res.text);
-    let run_id = res.data()["id"].as_str().expect("id").to_owned();
-    let base = format!("/api/v1/payroll-runs/{run_id}");
-    let res = app.act(&format!("{base}/confirm")).await;
-    assert_eq!(res.status, 200, "{}", res.text);
-    let res = app.act(&format!("{base}/balance-check")).await;
-    assert_eq!(res.status, 200, "{}", res.text);
-    assert_eq!(res.data()["run_status"], "DEPOSITED", "{}", res.text);
-    let res = app.act(&format!("{base}/execute")).await;
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
     assert_eq!(res.status, 200, "{}", res.text);
     run_id
 }
@@ -621,24 +612,9 @@ async fn okx_crash_restart_pays_each_payout_exactly_once() {
     setup
         .import_employees(&first, "okxcrash", PAYOUTS, "ARBITRUM")
         .await;
-    let run = setup
-        .call(
-            &first,
-            "POST",
-            "/payroll-runs",
-            Some(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"})),
-        )
-        .await;
-    let run_id = run["data"]["id"].as_str().expect("run id").to_owned();
+    let (run_id, _) = setup.create_run(&first, 3).await;
     for step in ["confirm", "balance-check", "execute"] {
-        setup
-            .call(
-                &first,
-                "POST",
-                &format!("/payroll-runs/{run_id}/{step}"),
-                None,
-            )
-            .await;
+        setup.run_step(&first, &run_id, step).await;
     }
     // OKX's limit holds withdrawals to 6 a second: kill while the run is part-way.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -655,14 +631,7 @@ async fn okx_crash_restart_pays_each_payout_exactly_once() {
     let second = setup.start(2).await;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let run = setup
-            .call(
-                &second,
-                "POST",
-                &format!("/payroll-runs/{run_id}/sync"),
-                None,
-            )
-            .await;
+        let run = setup.run_step(&second, &run_id, "sync").await;
         if run["data"]["status"] == "COMPLETED" {
             assert_eq!(run["data"]["payout_summary"]["completed"], PAYOUTS as i64);
             break;

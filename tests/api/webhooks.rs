@@ -72,20 +72,13 @@ async fn pay_a_run(app: &TestApp, emails: &[&str]) -> String {
         app.create_employee(&format!("Payee {i}"), email, 1000)
             .await;
     }
-    let res = app
-        .post(
-            "/api/v1/payroll-runs",
-            json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}),
-        )
-        .await;
-    assert_eq!(res.status, 201, "{}", res.text);
-    let run_id = res.data()["id"].as_str().expect("id").to_owned();
-    let base = format!("/api/v1/payroll-runs/{run_id}");
-    assert_eq!(app.act(&format!("{base}/confirm")).await.status, 200);
     app.fund(100_000).await;
-    let check = app.act(&format!("{base}/balance-check")).await;
-    assert_eq!(check.data()["run_status"], "DEPOSITED", "{}", check.text);
-    let res = app.act(&format!("{base}/execute")).await;
+    let run_id = app
+        .deposited_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
     assert_eq!(res.status, 200, "{}", res.text);
     app.wait_for_run(&run_id, 30, |r| r["status"] == "COMPLETED")
         .await;

@@ -173,7 +173,6 @@ impl ExchangeActor {
         let batch: Vec<Queued> = self.queue.drain(..granted).collect();
         telemetry::withdrawals_queued(self.queue.len());
         let requests: Vec<WithdrawalRequest> = batch.iter().map(|q| q.request.clone()).collect();
-        self.sending = true;
         self.sent += requests.len() as u64;
         let provider = self.provider.clone();
         ctx.spawn(

@@ -95,7 +95,8 @@ impl SharedRateLimit {
             return Ok((wanted, Duration::ZERO, self.burst));
         }
         let tx = self.db.begin_write().await?;
-        // The insert is a write: on SQLite it takes the write lock before the read below.
+        // The row exists before it is locked, so two first takes (two instances on PostgreSQL)
+        // cannot both start from a full bucket.
         rate_limit::Entity::insert(rate_limit::ActiveModel {
             name: Set(self.name.clone()),
             tat_us: Set(0),

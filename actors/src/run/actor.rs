@@ -299,7 +299,7 @@ impl RunActor {
 
     /// Every tick of a run with work of its own: the holder of a CONFIRMED run checks that
     /// nobody else changed it (another instance may carry out a client's command on it), and
-    /// every holder renews its lease
+    /// every holder checks it still holds its lease
     /// three times per lease; any other instance tries to take the lease. Taking a run over,
     /// or finding it changed, reloads it; a run without work of its own gives its lease up.
     fn heartbeat(&mut self, ctx: &mut Context<Self>) {
@@ -312,16 +312,22 @@ impl RunActor {
         }
         let version = snapshot.run.version;
         let now = Instant::now();
-        let renew = !working
-            || !self.owns
-            || now.duration_since(self.last_heartbeat) >= self.deps.lease.heartbeat();
-        if renew {
+        // The holder checks its lease three times per lease (the manager renews it); any other
+        // instance tries to take it every tick.
+        let check = self.owns
+            && working
+            && now.duration_since(self.last_heartbeat) >= self.deps.lease.heartbeat();
+        if check {
             self.last_heartbeat = now;
         }
+        let owned = self.owns;
         // A CONFIRMED run's holder may write nothing for a while (until its funds watch), so it
         // looks for changes made elsewhere; a paying run's next write finds them (a stale
         // version fails, and the actor reloads).
         let watch_version = self.owns && snapshot.run.status == RunStatus::Confirmed;
+        if owned && working && !check && !watch_version {
+            return;
+        }
         let deps = self.deps.clone();
         let run_id = self.run_id.clone();
         ctx.wait(
@@ -331,8 +337,10 @@ impl RunActor {
                 let held = if !working {
                     lease::release(&deps.db, &deps.lease, &run_id).await?;
                     false
-                } else if renew {
+                } else if !owned {
                     lease::acquire(&deps.db, &deps.lease, &run_id).await?
+                } else if check {
+                    lease::holds(&deps.db.conn, &deps.lease, &run_id).await?
                 } else {
                     true
                 };

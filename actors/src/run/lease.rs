@@ -161,11 +161,3 @@ pub async fn orphaned<C: ConnectionTrait>(conn: &C) -> Result<Vec<String>, DbErr
         .all(conn)
         .await
 }
-
-/// The holder of each live lease, for the status page.
-pub async fn live<C: ConnectionTrait>(conn: &C) -> Result<Vec<run_lease::Model>, DbErr> {
-    run_lease::Entity::find()
-        .filter(run_lease::Column::ExpiresAt.gt(time::now()))
-        .all(conn)
-        .await
-}

@@ -1,15 +1,13 @@
 //! The `RunManager` routes commands to run actors, starting them on demand from their
-//! snapshot, and at start resumes every run with something to do: CONFIRMED runs watch for
-//! funds, PAYING_OUT runs reconcile and continue. Idle actors retire, so only live runs are
-//! in memory. With several instances on one database, each run is worked by the holder of
-//! its lease; every heartbeat the manager also starts actors for runs whose lease expired
-//! (their instance stopped), and they take those runs over.
+//! snapshot. Each run with work of its own (CONFIRMED runs watch for funds, PAYING_OUT runs
+//! reconcile and continue) is worked by the instance holding its lease: at start and every
+//! heartbeat the manager renews the leases of its runs and starts actors for runs nobody
+//! holds (never started, or their instance stopped), which take them over. Idle actors
+//! retire, so only live runs are in memory.
 
 use std::{collections::HashMap, sync::Arc};
 
 use actix::prelude::*;
-use payroll_entities::{RunStatus, payroll_run};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
 
 use super::{
     actor::{Pause, Quiesce, Reload, Retire, RunActor},
@@ -67,33 +65,9 @@ impl Actor for RunManager {
             act.adopt_orphans(ctx)
         });
         telemetry::actor_started(Self::KIND);
-        let db = self.deps.db.clone();
-        ctx.wait(
-            async move {
-                payroll_run::Entity::find()
-                    .select_only()
-                    .column(payroll_run::Column::Id)
-                    .filter(
-                        payroll_run::Column::Status
-                            .is_in([RunStatus::Confirmed, RunStatus::PayingOut]),
-                    )
-                    .into_tuple::<String>()
-                    .all(&db.conn)
-                    .await
-            }
-            .into_actor(self)
-            .map(|result, act, ctx| match result {
-                Ok(ids) => {
-                    if !ids.is_empty() {
-                        tracing::info!(runs = ids.len(), "resuming runs");
-                    }
-                    for id in ids {
-                        act.actor_for(&id, ctx);
-                    }
-                }
-                Err(err) => tracing::error!(error = %err, "runs to resume could not be read"),
-            }),
-        );
+        // At start every run with work and no live lease is resumed; runs whose leases an
+        // earlier incarnation of this instance still holds follow once those expire.
+        self.adopt_orphans(ctx);
     }
 }
 
