@@ -10,7 +10,7 @@ use payroll_actors::{
     run::messages::{RunCommand, RunError, RunRequest},
 };
 use payroll_entities::{
-    PayoutStatus, RunStatus, time,
+    RunStatus, time,
     views::{PayoutResource, RunResource},
 };
 use serde::Serialize;
@@ -105,26 +105,28 @@ pub fn run_error(req: &ApiRequest, run_id: &str, err: RunError) -> ApiError {
                 None => err,
             }
         }
-        RunError::PayoutRefused { payout_id, current, operation, hint } => {
-            let allowed: &[&str] = match current {
-                PayoutStatus::Pending => &["cancel"],
-                PayoutStatus::Failed => &["retry"],
-                _ => &[],
-            };
-            ApiError::new(
-                ErrorCode::InvalidStatusTransition,
-                format!("Payout {payout_id} is {current} and cannot be {operation}."),
-            )
-            .detail("current_status", current.as_str())
-            .detail("allowed_operations", json!(allowed))
-            .detail("allowed_transitions", json!(match current {
-                PayoutStatus::Pending => vec!["PROCESSING", "CANCELLED"],
-                PayoutStatus::Processing => vec!["COMPLETED", "FAILED"],
-                PayoutStatus::Failed => vec!["PENDING"],
-                _ => vec![],
-            }))
-            .hint(hint)
+        RunError::NotYetDeposited { refused } => {
+            crate::routes::runs::transition_refused(refused, "executed").hint(format!(
+                "The run is covered but not yet DEPOSITED: call POST /api/v1/payroll-runs/{run_id}/balance-check, then execute."
+            ))
         }
+        RunError::PayoutRefused { payout_id, refused, operation, hint } => ApiError::new(
+            ErrorCode::InvalidStatusTransition,
+            format!("Payout {payout_id} is {} and cannot be {operation}.", refused.current),
+        )
+        .detail("current_status", refused.current.as_str())
+        .detail("allowed_operations", json!(refused.allowed_operations))
+        .detail(
+            "allowed_transitions",
+            json!(refused.allowed_transitions.iter().map(|s| s.as_str()).collect::<Vec<_>>()),
+        )
+        .hint(hint),
+        RunError::Overlap { existing_run_id, existing_status } => ApiError::new(
+            ErrorCode::PayrollRunOverlap,
+            format!("Regular run {existing_run_id} ({existing_status}) already covers part of this period."),
+        )
+        .detail("existing_run_id", existing_run_id.as_str())
+        .detail("existing_run_status", existing_status.as_str()),
         RunError::InsufficientFunds { required, available, deficit } => ApiError::new(
             ErrorCode::CexInsufficientBalance,
             format!("The exchange account is {deficit} cents short of the {required} cents this run needs."),

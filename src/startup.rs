@@ -19,9 +19,10 @@ use payroll_actors::{
     mailer::Mailer,
     retention::RetentionJanitor,
     run::{
+        deps::RunDeps,
         lease::{self, LeaseSettings},
         manager::{RunManager, StopRuns},
-        operations::{self, RunDeps},
+        store as run_store,
     },
     webhook::{
         dispatcher::{ArbiterGuard, WebhookDeps, WebhookSupervisor},
@@ -276,7 +277,7 @@ impl Application {
                 .await
                 .unwrap_or_default();
             state.runs.counted_send(StopRuns::Quiesce).await.ok();
-            match operations::hand_back(&state.db, &lease, &unsent).await {
+            match run_store::hand_back(&state.db, &lease, &unsent).await {
                 Ok(n) if n > 0 => {
                     tracing::info!(payouts = n, "withdrawals never sent were handed back")
                 }

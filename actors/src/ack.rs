@@ -72,6 +72,16 @@ pub struct AuditAction {
     pub details: Value,
 }
 
+/// The first ids of a bulk change, as its audit details name them.
+pub fn first_ids<'a>(ids: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    ids.take(20).collect()
+}
+
+/// A status change, as audit details record it.
+pub fn status_change(before: impl serde::Serialize, after: impl serde::Serialize) -> Value {
+    serde_json::json!({"status": {"before": before, "after": after}})
+}
+
 /// Stores an answer in the operation's transaction. Fails (so the operation rolls back) when
 /// the claim is no longer this request's: another request took it over after the lock timeout
 /// and is running the operation itself.

@@ -3,6 +3,7 @@
 
 pub mod api_key;
 pub mod audit_entry;
+pub mod bulk;
 pub mod db;
 pub mod email_outbox;
 pub mod employee;

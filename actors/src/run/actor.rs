@@ -15,9 +15,12 @@ use payroll_entities::RunStatus;
 use tracing::Instrument as _;
 
 use super::{
-    lease,
+    commands,
+    deps::RunDeps,
+    funds, lease,
     messages::{RunCommand, RunError, RunReply, RunRequest},
-    operations::{self, RunDeps, Snapshot},
+    settlement::{self, Recorded},
+    store::{self, Snapshot},
 };
 use crate::{
     exchange::actor::{Submit, WithdrawalResults},
@@ -39,7 +42,7 @@ pub struct Retire {
 pub struct RunActor {
     run_id: String,
     deps: Arc<RunDeps>,
-    manager: Addr<super::manager::RunManager>,
+    manager: Recipient<Retire>,
     snapshot: Option<Snapshot>,
     /// Client ids handed to the exchange actor and not yet answered.
     in_flight: HashSet<String>,
@@ -64,11 +67,7 @@ pub struct RunActor {
 }
 
 impl RunActor {
-    pub fn new(
-        run_id: String,
-        deps: Arc<RunDeps>,
-        manager: Addr<super::manager::RunManager>,
-    ) -> RunActor {
+    pub fn new(run_id: String, deps: Arc<RunDeps>, manager: Recipient<Retire>) -> RunActor {
         let now = Instant::now();
         RunActor {
             run_id,
@@ -110,7 +109,7 @@ impl RunActor {
         let run_id = self.run_id.clone();
         ctx.wait(
             async move {
-                let snapshot = operations::load(&deps.db, &run_id).await?;
+                let snapshot = store::load(&deps.db, &run_id).await?;
                 let owns = if lease::WORKING.contains(&snapshot.run.status) {
                     lease::acquire(&deps.db, &deps.lease, &run_id).await?
                 } else {
@@ -118,7 +117,7 @@ impl RunActor {
                     false
                 };
                 let unsettled = if owns && snapshot.run.status == RunStatus::PayingOut {
-                    operations::unsettled_client_ids(&deps.db, &run_id).await?
+                    store::unsettled_client_ids(&deps.db, &run_id).await?
                 } else {
                     Vec::new()
                 };
@@ -175,7 +174,7 @@ impl RunActor {
         if snapshot.run.pending_count == 0 && snapshot.run.processing_count == 0 {
             // Nothing left to send or follow (after a restart, or the last payout cancelled).
             self.step(ctx, |_, snapshot| async move {
-                Ok((snapshot, operations::Recorded::default()))
+                Ok((snapshot, Recorded::default()))
             });
         } else {
             self.fill_window(ctx);
@@ -198,7 +197,9 @@ impl RunActor {
                     let run = act.snapshot.as_ref().map(|s| s.run.clone());
                     async move {
                         match run {
-                            Some(run) => operations::claim_window(&deps, &run, room).await,
+                            Some(run) => {
+                                store::claim_window(&deps.db, &deps.lease, &run, room).await
+                            }
                             None => Ok(Vec::new()),
                         }
                     }
@@ -226,8 +227,7 @@ impl RunActor {
     fn step<F, Fut>(&mut self, ctx: &mut Context<Self>, work: F)
     where
         F: FnOnce(Arc<RunDeps>, Snapshot) -> Fut + 'static,
-        Fut: std::future::Future<Output = Result<(Snapshot, operations::Recorded), RunError>>
-            + 'static,
+        Fut: std::future::Future<Output = Result<(Snapshot, Recorded), RunError>> + 'static,
     {
         if self.snapshot.is_none() {
             return;
@@ -241,7 +241,7 @@ impl RunActor {
                         let snapshot = snapshot.ok_or(RunError::NotFound)?;
                         let (snapshot, recorded) = work(deps.clone(), snapshot).await?;
                         let (snapshot, finished) =
-                            operations::finish_if_done(&deps, snapshot).await?;
+                            settlement::finish_if_done(&deps, snapshot).await?;
                         Ok::<_, RunError>((snapshot, recorded, finished))
                     }
                     .instrument(act.span())
@@ -333,7 +333,7 @@ impl RunActor {
         ctx.wait(
             async move {
                 let changed = watch_version
-                    && operations::stored_version(&deps.db, &run_id).await? != Some(version);
+                    && store::stored_version(&deps.db, &run_id).await? != Some(version);
                 let held = if !working {
                     lease::release(&deps.db, &deps.lease, &run_id).await?;
                     false
@@ -402,7 +402,7 @@ impl RunActor {
                 }
                 if !due.is_empty() {
                     self.step(ctx, move |deps, snapshot| async move {
-                        operations::reconcile(&deps, snapshot, due).await
+                        settlement::reconcile(&deps, snapshot, due).await
                     });
                 } else {
                     self.after_change(ctx);
@@ -436,7 +436,7 @@ impl RunActor {
                     let snapshot = act.snapshot.clone();
                     async move {
                         match snapshot {
-                            Some(s) => operations::watch_funds(&deps, s).await.map(Some),
+                            Some(s) => funds::watch_funds(&deps, s).await.map(Some),
                             None => Ok(None),
                         }
                     }
@@ -460,11 +460,11 @@ impl RunActor {
         let known = self.stuck_reported.clone();
         ctx.spawn(
             async move {
-                let stuck = operations::stuck_payouts(&deps, &run_id).await?;
+                let stuck = settlement::stuck_payouts(&deps, &run_id).await?;
                 let new: Vec<String> = stuck.into_iter().filter(|id| !known.contains(id)).collect();
                 if !new.is_empty() {
                     tracing::warn!(run_id = %run_id, count = new.len(), "payouts stuck at the exchange");
-                    operations::report_stuck(&deps, &run_id, &new).await?;
+                    settlement::report_stuck(&deps, &run_id, &new).await?;
                     telemetry::stuck_payouts(new.len() as u64);
                 }
                 Ok::<_, RunError>(new)
@@ -495,9 +495,13 @@ impl RunActor {
             run_id: self.run_id.clone(),
             addr: ctx.address(),
         };
+        // Counted as `counted_send` counts, which a recipient does not offer.
+        if self.manager.connected() {
+            telemetry::enqueued(ActorKind::RunManager);
+        }
         ctx.wait(
             self.manager
-                .counted_send(retire)
+                .send(retire)
                 .into_actor(self)
                 .map(|_, _, ctx| ctx.stop()),
         );
@@ -553,7 +557,7 @@ impl Handler<RunRequest> for RunActor {
                     let paused = act.paused;
                     async move {
                         let mut snapshot = snapshot.ok_or(RunError::NotFound)?;
-                        let mut recorded = operations::Recorded::default();
+                        let mut recorded = Recorded::default();
                         // Only the lease holder follows the run's withdrawals; elsewhere a sync
                         // answers the run as stored.
                         if matches!(msg.command, RunCommand::Sync)
@@ -562,14 +566,14 @@ impl Handler<RunRequest> for RunActor {
                         {
                             // Sync: one reconciliation pass with the exchange, then the run
                             // as it stands.
-                            let ids = operations::unsettled_client_ids(&deps.db, &snapshot.run.id)
+                            let ids = store::unsettled_client_ids(&deps.db, &snapshot.run.id)
                                 .await?;
-                            let (next, rec) = operations::reconcile(&deps, snapshot, ids).await?;
-                            let (next, _) = operations::finish_if_done(&deps, next).await?;
+                            let (next, rec) = settlement::reconcile(&deps, snapshot, ids).await?;
+                            let (next, _) = settlement::finish_if_done(&deps, next).await?;
                             snapshot = next;
                             recorded = rec;
                         }
-                        let done = operations::handle(&deps, snapshot, msg).await?;
+                        let done = commands::handle(&deps, snapshot, msg).await?;
                         // The instance that gives a run work of its own (confirm, execute)
                         // takes its lease and works it, unless another instance holds it.
                         let took = !owned
@@ -594,7 +598,7 @@ impl Handler<RunRequest> for RunActor {
                                 act.load(ctx);
                             }
                             if done.mail {
-                                operations::nudge_mailer(&act.deps);
+                                act.deps.nudge_mailer();
                             }
                             // Only the lease holder sends or follows withdrawals.
                             if act.owns {
@@ -634,7 +638,7 @@ impl Handler<WithdrawalResults> for RunActor {
             self.in_flight.remove(&request.client_id);
         }
         self.step(ctx, move |deps, snapshot| async move {
-            operations::record_results(&deps, snapshot, msg.results).await
+            settlement::record_results(&deps, snapshot, msg.results).await
         });
     }
 }

@@ -1,12 +1,26 @@
 //! Funding figures (CONTRACT §7). A run's required funds are the amounts and fees of its PENDING
 //! payouts; DEPOSITED and PAYING_OUT runs hold theirs reserved. Checks run inside a write
-//! transaction holding the funds lock, so two runs never reserve the same money.
+//! transaction holding the funds lock, so two runs never reserve the same money. The funds
+//! watch moves a CONFIRMED run to DEPOSITED once it is covered.
 
-use payroll_entities::{PayoutStatus, RunStatus, payout, payroll_run};
+use payroll_entities::{PayoutStatus, RunStatus, db::WriteTx, payout, payroll_run, time};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
     Statement,
     sea_query::{Expr, ExprTrait as _, Query},
+};
+use serde_json::json;
+
+use super::{
+    deps::RunDeps,
+    messages::RunError,
+    store::{self, Snapshot},
+};
+use crate::{
+    ack::{insert_audit, system_entry},
+    events::{insert_events, run_event},
+    exchange::actor::GetBalances,
+    telemetry::CountedSend,
 };
 
 /// The figures of one check.
@@ -92,6 +106,87 @@ async fn reserved_except<C: ConnectionTrait>(conn: &C, except: Option<&str>) -> 
         .one(conn)
         .await?
         .unwrap_or(0))
+}
+
+async fn exchange_available(deps: &RunDeps) -> Result<i64, RunError> {
+    Ok(deps
+        .exchange
+        .counted_send(GetBalances)
+        .await
+        .map_err(|e| RunError::Unavailable(e.to_string()))?
+        .map_err(|e| RunError::Exchange(e.to_string()))?
+        .available
+        .0)
+}
+
+/// A write transaction in which a funding decision is made, with its figures. Decisions are
+/// serialised (the process's funds lock, and PostgreSQL's advisory lock held from the first
+/// read to the commit). Reservations are read before the exchange balance: a withdrawal
+/// accepted in between lowers the balance after its reservation was counted, which can only
+/// understate what is free, never overstate it. `required` defaults to the run's pending
+/// payouts. Keep the returned guard until the transaction commits.
+pub async fn funds_transaction<'a>(
+    deps: &'a RunDeps,
+    run_id: &str,
+    required: Option<i64>,
+) -> Result<(WriteTx, Figures, tokio::sync::MutexGuard<'a, ()>), RunError> {
+    let guard = deps.funds_lock.lock().await;
+    let (tx, reserved) = if deps.db.backend() == sea_orm::DatabaseBackend::Postgres {
+        let tx = deps.db.begin_write().await?;
+        lock_funds(&*tx).await?;
+        let reserved = reserved_by_others(&*tx, run_id).await?;
+        (Some(tx), reserved)
+    } else {
+        // SQLite: the sandbox writes to this database too, so no write transaction may be
+        // held across the exchange call; the funds lock serialises the decisions.
+        (None, reserved_by_others(&deps.db.conn, run_id).await?)
+    };
+    let available = exchange_available(deps).await?;
+    let tx = match tx {
+        Some(tx) => tx,
+        None => deps.db.begin_write().await?,
+    };
+    let required = match required {
+        Some(r) => r,
+        None => required_of(&*tx, run_id).await?,
+    };
+    Ok((tx, Figures::new(available, reserved, required), guard))
+}
+
+/// The funds watch of a CONFIRMED run: DEPOSITED once covered.
+pub async fn watch_funds(deps: &RunDeps, snapshot: Snapshot) -> Result<Snapshot, RunError> {
+    let Snapshot { run, job } = snapshot;
+    if run.status != RunStatus::Confirmed {
+        return Ok(Snapshot { run, job });
+    }
+    let (tx, f, _funds) = funds_transaction(deps, &run.id, None).await?;
+    if !f.sufficient() {
+        return Ok(Snapshot { run, job });
+    }
+    let mut after = run.clone();
+    after.status = RunStatus::Deposited;
+    after.deposited_at = Some(time::now());
+    store::save_run(&*tx, run.version, &mut after).await?;
+    insert_events(
+        &tx,
+        vec![run_event("payroll.run.deposited", &after, job.as_ref())],
+    )
+    .await?;
+    insert_audit(
+        &*tx,
+        system_entry(
+            "PAYROLL_RUN_DEPOSITED",
+            "payroll_run",
+            &run.id,
+            json!({
+                "status": {"before": run.status, "after": after.status},
+                "required_usdc_cents": f.required, "available_usdc_cents": f.available,
+            }),
+        ),
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(Snapshot { run: after, job })
 }
 
 #[cfg(test)]

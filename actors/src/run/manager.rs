@@ -11,9 +11,9 @@ use actix::prelude::*;
 
 use super::{
     actor::{Pause, Quiesce, Reload, Retire, RunActor},
+    deps::RunDeps,
     lease,
     messages::{RunError, RunReply, RunRequest},
-    operations::RunDeps,
 };
 use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 
@@ -43,7 +43,7 @@ impl RunManager {
         let deps = self.deps.clone();
         let manager = ctx.address();
         let id = run_id.to_owned();
-        let addr = Supervisor::start(move |_| RunActor::new(id, deps, manager));
+        let addr = Supervisor::start(move |_| RunActor::new(id, deps, manager.recipient()));
         self.actors.insert(run_id.to_owned(), addr.clone());
         addr
     }

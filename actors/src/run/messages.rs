@@ -1,9 +1,9 @@
 //! What the HTTP layer asks of a run, and what it gets back.
 
 use actix::Message;
-use payroll_entities::{PayoutStatus, job, payroll_run};
+use payroll_entities::{RunStatus, job, payroll_run};
 
-use super::transitions::Refused;
+use super::transitions::{PayoutRefused, Refused};
 use crate::ack::Acknowledgement;
 
 #[derive(Debug, Clone)]
@@ -73,12 +73,21 @@ pub enum RunError {
         operation: &'static str,
         hint: Option<String>,
     },
-    #[error("payout {payout_id} is {current} and cannot be {operation}")]
+    /// A CONFIRMED run that is covered is executed before a balance check made it DEPOSITED.
+    #[error("the run is covered but not yet DEPOSITED")]
+    NotYetDeposited { refused: Refused },
+    #[error("payout {payout_id} is {} and cannot be {operation}", refused.current)]
     PayoutRefused {
         payout_id: String,
-        current: PayoutStatus,
+        refused: PayoutRefused,
         operation: &'static str,
         hint: String,
+    },
+    /// A regular run already covers part of the period.
+    #[error("regular run {existing_run_id} already covers part of this period")]
+    Overlap {
+        existing_run_id: String,
+        existing_status: RunStatus,
     },
     #[error("insufficient exchange funds: {deficit} cents short")]
     InsufficientFunds {

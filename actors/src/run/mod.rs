@@ -1,12 +1,16 @@
-//! Payroll runs: the pure transition table, payout planning, funding figures, and the
-//! `RunActor`s (with their `RunManager`) that own every change of a run after its creation.
+//! Payroll runs: the `RunManager` (creates runs, starts and stops their actors, holds leases)
+//! and one `RunActor` per live run, which alone changes its run and payouts after creation.
+//! Client commands are in `commands`, the exchange's answers in `settlement`, funding in
+//! `funds`, all SQL in `store`, and the pure lifecycle tables in `transitions`.
 
 pub mod actor;
+pub mod commands;
+pub mod deps;
 pub mod funds;
 pub mod lease;
 pub mod manager;
 pub mod messages;
-pub mod operations;
 pub mod planning;
+pub mod settlement;
 pub mod store;
 pub mod transitions;

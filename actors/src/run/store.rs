@@ -1,16 +1,444 @@
-//! Persistence of runs as they are created, and lookups the run operations share.
+//! All SQL of runs and payouts: the snapshot a run actor holds, versioned run writes,
+//! payout upserts, claims of client withdrawal ids, and the lookups the run's steps share.
 
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
-use payroll_entities::{RunStatus, RunType, employee, payout, payroll_run};
+use payroll_entities::{
+    Cents, PayoutStatus, RunStatus, RunType, bulk, db::Db, employee, job, payout, payroll_run, time,
+};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, Statement,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait,
+    IntoActiveModel, QueryFilter, QueryOrder, QuerySelect, Statement,
+    sea_query::{Expr, ExprTrait as _, OnConflict},
 };
 
-/// Rows per INSERT: well below SQLite's and PostgreSQL's bind-parameter limits.
-const INSERT_CHUNK: usize = 1000;
+use super::{
+    lease::{self, LeaseSettings},
+    messages::RunError,
+};
+use crate::exchange::WithdrawalRequest;
+
+/// Ids per `IN (…)` list.
+const IDS_PER_STATEMENT: usize = 1000;
+
+/// The run as its actor holds it.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub run: payroll_run::Model,
+    pub job: Option<job::Model>,
+}
+
+pub async fn load(db: &Db, run_id: &str) -> Result<Snapshot, RunError> {
+    let run = payroll_run::Entity::find_by_id(run_id.to_owned())
+        .one(&db.conn)
+        .await?
+        .ok_or(RunError::NotFound)?;
+    let job = match &run.current_job_id {
+        Some(id) => job::Entity::find_by_id(id.clone()).one(&db.conn).await?,
+        None => None,
+    };
+    Ok(Snapshot { run, job })
+}
+
+/// The run's version as stored (None: the run is gone).
+pub async fn stored_version(db: &Db, run_id: &str) -> Result<Option<i64>, DbErr> {
+    payroll_run::Entity::find_by_id(run_id.to_owned())
+        .select_only()
+        .column(payroll_run::Column::Version)
+        .into_tuple::<i64>()
+        .one(&db.conn)
+        .await
+}
+
+/// Writes the run if nobody changed it since `before_version`; bumps its version.
+pub async fn save_run<C: ConnectionTrait>(
+    conn: &C,
+    before_version: i64,
+    run: &mut payroll_run::Model,
+) -> Result<(), RunError> {
+    run.version = before_version + 1;
+    run.updated_at = time::now();
+    let changes = run.clone().into_active_model().reset_all();
+    let written = payroll_run::Entity::update_many()
+        .set(changes)
+        .filter(payroll_run::Column::Id.eq(run.id.as_str()))
+        .filter(payroll_run::Column::Version.eq(before_version))
+        .exec(conn)
+        .await?
+        .rows_affected;
+    if written == 1 {
+        Ok(())
+    } else {
+        let stored = payroll_run::Entity::find_by_id(run.id.clone())
+            .one(conn)
+            .await?;
+        tracing::warn!(
+            run_id = %run.id,
+            expected_version = before_version,
+            stored_version = ?stored.map(|r| r.version),
+            "stale run snapshot"
+        );
+        Err(RunError::Stale)
+    }
+}
+
+/// Writes the job, stamping its update time.
+pub async fn save_job<C: ConnectionTrait>(conn: &C, job: &mut job::Model) -> Result<(), RunError> {
+    job.updated_at = time::now();
+    job::Entity::update(job.clone().into_active_model().reset_all())
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+/// Writes changed payouts in multi-row statements (insert-or-update by id).
+pub async fn save_payouts<C: ConnectionTrait>(
+    conn: &C,
+    payouts: &[payout::Model],
+) -> Result<(), RunError> {
+    use payout::Column as C;
+    let on_conflict = OnConflict::column(C::Id)
+        .update_columns([
+            C::EmployeeName,
+            C::EmployeeEmail,
+            C::Status,
+            C::AmountUsdCents,
+            C::FeeUsdCents,
+            C::TestRunDeductionUsdCents,
+            C::Network,
+            C::WalletAddress,
+            C::Attempt,
+            C::JobId,
+            C::ClientWithdrawalId,
+            C::CexWithdrawalId,
+            C::OnChainTxHash,
+            C::BlockExplorerUrl,
+            C::FailedReason,
+            C::InitiatedAt,
+            C::CompletedAt,
+            C::UpdatedAt,
+        ])
+        .to_owned();
+    bulk::insert_chunked(
+        conn,
+        payouts
+            .iter()
+            .cloned()
+            .map(IntoActiveModel::into_active_model),
+        Some(&on_conflict),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The run's payouts in `status`, by id.
+pub async fn payouts_of<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    status: PayoutStatus,
+) -> Result<Vec<payout::Model>, RunError> {
+    Ok(payout::Entity::find()
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(status))
+        .order_by_asc(payout::Column::Id)
+        .all(conn)
+        .await?)
+}
+
+/// Payouts by id, loaded in chunks.
+pub async fn payouts_by_id<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[String],
+) -> Result<HashMap<String, payout::Model>, RunError> {
+    let mut payouts = HashMap::with_capacity(ids.len());
+    for chunk in ids.chunks(IDS_PER_STATEMENT) {
+        for p in payout::Entity::find()
+            .filter(payout::Column::Id.is_in(chunk.iter().cloned()))
+            .all(conn)
+            .await?
+        {
+            payouts.insert(p.id.clone(), p);
+        }
+    }
+    Ok(payouts)
+}
+
+/// The payout, locked for the rest of the transaction on PostgreSQL (SQLite's write
+/// transactions hold the database): a claim by the run's lease holder on another instance
+/// waits for this transaction, or this one reads what the claim committed.
+pub async fn payout_by_id<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    payout_id: &str,
+) -> Result<payout::Model, RunError> {
+    payout::Entity::find_by_id(payout_id.to_owned())
+        .lock_exclusive()
+        .one(conn)
+        .await?
+        .filter(|p| p.payroll_run_id == run_id)
+        .ok_or_else(|| RunError::PayoutNotFound(payout_id.to_owned()))
+}
+
+/// (id, attempt) of the run's PENDING payouts.
+pub async fn pending_attempts<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+) -> Result<Vec<(String, i32)>, RunError> {
+    Ok(payout::Entity::find()
+        .select_only()
+        .column(payout::Column::Id)
+        .column(payout::Column::Attempt)
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .into_tuple()
+        .all(conn)
+        .await?)
+}
+
+/// Makes the run's PENDING payouts part of `job_id`.
+pub async fn assign_pending_to_job<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    job_id: &str,
+) -> Result<(), RunError> {
+    payout::Entity::update_many()
+        .col_expr(payout::Column::JobId, Expr::value(job_id))
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+pub async fn insert_job<C: ConnectionTrait>(conn: &C, job: &job::Model) -> Result<(), RunError> {
+    job::Entity::insert(job.clone().into_active_model())
+        .exec_without_returning(conn)
+        .await?;
+    Ok(())
+}
+
+/// Adds `amount` to an employee's test-run deduction balance (negative amounts are not used:
+/// a deduction is taken by [`take_deduction`]).
+pub async fn credit_deduction<C: ConnectionTrait>(
+    conn: &C,
+    employee_id: &str,
+    amount: i64,
+) -> Result<(), RunError> {
+    employee::Entity::update_many()
+        .col_expr(
+            employee::Column::TestDeductionBalanceUsdCents,
+            Expr::col(employee::Column::TestDeductionBalanceUsdCents).add(amount),
+        )
+        .filter(employee::Column::Id.eq(employee_id))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+/// Clears an employee's test-run deduction balance, taken whole by a payout.
+pub async fn take_deduction<C: ConnectionTrait>(
+    conn: &C,
+    employee_id: &str,
+) -> Result<(), RunError> {
+    employee::Entity::update_many()
+        .col_expr(
+            employee::Column::TestDeductionBalanceUsdCents,
+            Expr::value(0i64),
+        )
+        .filter(employee::Column::Id.eq(employee_id))
+        .exec(conn)
+        .await?;
+    Ok(())
+}
+
+/// Gives test-run deductions taken by this run's payouts back to their employees.
+pub async fn return_deductions<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+) -> Result<i64, RunError> {
+    let taken: Vec<(String, i64)> = payout::Entity::find()
+        .select_only()
+        .column(payout::Column::EmployeeId)
+        .column(payout::Column::TestRunDeductionUsdCents)
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::TestRunDeductionUsdCents.gt(0))
+        .into_tuple()
+        .all(conn)
+        .await?;
+    for (employee_id, amount) in &taken {
+        credit_deduction(conn, employee_id, *amount).await?;
+    }
+    // Given back once: the payouts no longer hold them.
+    payout::Entity::update_many()
+        .col_expr(payout::Column::TestRunDeductionUsdCents, Expr::value(0i64))
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::TestRunDeductionUsdCents.gt(0))
+        .exec(conn)
+        .await?;
+    Ok(taken.iter().map(|(_, a)| a).sum())
+}
+
+/// (employee, amount) of the payouts of `job_id` that completed.
+pub async fn completed_of_job<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    job_id: Option<String>,
+) -> Result<Vec<(String, i64)>, RunError> {
+    Ok(payout::Entity::find()
+        .select_only()
+        .column(payout::Column::EmployeeId)
+        .column(payout::Column::AmountUsdCents)
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Completed))
+        .filter(payout::Column::JobId.eq(job_id))
+        .into_tuple()
+        .all(conn)
+        .await?)
+}
+
+/// Commits client withdrawal ids for up to `limit` payouts not yet handed over, and returns
+/// the withdrawals to send. Nothing is sent for a payout whose id is not committed.
+pub async fn claim_window(
+    db: &Db,
+    lease_settings: &LeaseSettings,
+    run: &payroll_run::Model,
+    limit: usize,
+) -> Result<Vec<WithdrawalRequest>, RunError> {
+    if limit == 0 || run.status != RunStatus::PayingOut {
+        return Ok(Vec::new());
+    }
+    let tx = db.begin_write().await?;
+    // Fenced by the lease: an instance that lost it commits no withdrawal.
+    if !lease::holds(&*tx, lease_settings, &run.id).await? {
+        return Err(RunError::Stale);
+    }
+    let mut batch = payout::Entity::find()
+        .filter(payout::Column::PayrollRunId.eq(run.id.as_str()))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .filter(payout::Column::ClientWithdrawalId.is_null())
+        .order_by_asc(payout::Column::Id)
+        .limit(limit as u64)
+        .all(&*tx)
+        .await?;
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = time::now();
+    // One narrow statement: the client ids are derived in SQL from id and attempt.
+    let ids: Vec<String> = batch.iter().map(|p| p.id.clone()).collect();
+    let claimed = payout::Entity::update_many()
+        .col_expr(
+            payout::Column::ClientWithdrawalId,
+            Expr::cust("id || '-' || CAST(attempt AS TEXT)"),
+        )
+        .col_expr(payout::Column::InitiatedAt, Expr::value(now))
+        .col_expr(payout::Column::UpdatedAt, Expr::value(now))
+        .filter(payout::Column::Id.is_in(ids))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .filter(payout::Column::ClientWithdrawalId.is_null())
+        .exec(&*tx)
+        .await?
+        .rows_affected;
+    if claimed != batch.len() as u64 {
+        return Err(RunError::Stale);
+    }
+    for p in batch.iter_mut() {
+        p.client_withdrawal_id = Some(format!("{}-{}", p.id, p.attempt));
+    }
+    tx.commit().await?;
+    Ok(batch
+        .into_iter()
+        .map(|p| WithdrawalRequest {
+            client_id: p.client_withdrawal_id.unwrap_or_default(),
+            amount: Cents(p.amount_usd_cents),
+            fee: Cents(p.fee_usd_cents),
+            network: p.network,
+            address: p.wallet_address,
+        })
+        .collect())
+}
+
+/// At shutdown: payouts whose withdrawals were committed but never left this instance (they
+/// were waiting for a token) are handed back, to be claimed afresh under the same ids. Only
+/// on runs whose lease this instance still holds: where another instance has taken a run
+/// over, it may already have sent such an id again, and the ids are looked up instead.
+pub async fn hand_back(
+    db: &Db,
+    lease: &lease::LeaseSettings,
+    client_ids: &[String],
+) -> Result<u64, RunError> {
+    let mut handed_back = 0;
+    for chunk in client_ids.chunks(IDS_PER_STATEMENT) {
+        let tx = db.begin_write().await?;
+        handed_back += payout::Entity::update_many()
+            .col_expr(
+                payout::Column::ClientWithdrawalId,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                payout::Column::InitiatedAt,
+                Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+            )
+            .col_expr(payout::Column::UpdatedAt, Expr::value(time::now()))
+            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.to_vec()))
+            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+            .filter(payout::Column::CexWithdrawalId.is_null())
+            .filter(payout::Column::PayrollRunId.in_subquery(lease::held_runs(lease)))
+            .exec(&*tx)
+            .await?
+            .rows_affected;
+        tx.commit().await?;
+    }
+    Ok(handed_back)
+}
+
+/// Client ids of the run's payouts handed to the exchange and not yet terminal.
+pub async fn unsettled_client_ids(db: &Db, run_id: &str) -> Result<Vec<String>, RunError> {
+    let ids: Vec<Option<String>> = payout::Entity::find()
+        .select_only()
+        .column(payout::Column::ClientWithdrawalId)
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.is_in([PayoutStatus::Pending, PayoutStatus::Processing]))
+        .filter(payout::Column::ClientWithdrawalId.is_not_null())
+        .order_by_asc(payout::Column::Id)
+        .into_tuple()
+        .all(&db.conn)
+        .await?;
+    Ok(ids.into_iter().flatten().collect())
+}
+
+/// Payouts PROCESSING since before `since`.
+pub async fn processing_since(
+    db: &Db,
+    run_id: &str,
+    since: DateTime<Utc>,
+) -> Result<Vec<String>, RunError> {
+    Ok(payout::Entity::find()
+        .select_only()
+        .column(payout::Column::Id)
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Processing))
+        .filter(payout::Column::InitiatedAt.lt(since))
+        .into_tuple()
+        .all(&db.conn)
+        .await?)
+}
+
+/// Whether the payouts of a run still hold pending withdrawals to hand over.
+pub async fn has_unclaimed(db: &Db, run_id: &str) -> Result<bool, RunError> {
+    Ok(payout::Entity::find()
+        .select_only()
+        .column(payout::Column::Id)
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .filter(payout::Column::ClientWithdrawalId.is_null())
+        .limit(1)
+        .into_tuple::<String>()
+        .one(&db.conn)
+        .await?
+        .is_some())
+}
 
 /// Serialises run creation on PostgreSQL for the rest of the transaction, so two concurrent
 /// creations cannot both pass the overlap check. SQLite writers are serialised already.
@@ -50,17 +478,12 @@ pub async fn insert_run<C: ConnectionTrait>(
     payroll_run::Entity::insert(run.into_active_model())
         .exec_without_returning(conn)
         .await?;
-    let mut rows = payouts.into_iter().peekable();
-    while rows.peek().is_some() {
-        let chunk: Vec<payout::ActiveModel> = rows
-            .by_ref()
-            .take(INSERT_CHUNK)
-            .map(IntoActiveModel::into_active_model)
-            .collect();
-        payout::Entity::insert_many(chunk)
-            .exec_without_returning(conn)
-            .await?;
-    }
+    bulk::insert_chunked(
+        conn,
+        payouts.into_iter().map(IntoActiveModel::into_active_model),
+        None,
+    )
+    .await?;
     Ok(())
 }
 
@@ -71,7 +494,7 @@ pub async fn employees_by_id<C: ConnectionTrait>(
 ) -> Result<HashMap<String, employee::Model>, DbErr> {
     let ids: Vec<String> = ids.collect::<HashSet<_>>().into_iter().collect();
     let mut out = HashMap::with_capacity(ids.len());
-    for chunk in ids.chunks(1000) {
+    for chunk in ids.chunks(IDS_PER_STATEMENT) {
         for e in employee::Entity::find()
             .filter(employee::Column::Id.is_in(chunk.iter().cloned()))
             .all(conn)

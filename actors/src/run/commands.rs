@@ -1,0 +1,676 @@
+//! A client's commands on a run: confirm, balance-check, execute, sync, cancel, archive, retry
+//! and cancelling a payout. Each checks its transition against the pure tables, then persists
+//! the new snapshot with its events, emails, audit entry and idempotency record in one
+//! transaction; the `RunActor` acts on the outside world only after that commit.
+
+use payroll_entities::{
+    Cents, EmployeeStatus, JobStatus, Network, PayoutStatus, RunStatus, RunType, db::WriteTx, ids,
+    job, payout, payroll_run, time,
+};
+use serde_json::{Value, json};
+
+use super::{
+    deps::RunDeps,
+    funds::funds_transaction,
+    messages::{RunCommand, RunError, RunReply, RunRequest},
+    store::{self, Snapshot},
+    transitions::{self, PayoutOp, RunOp, recount},
+};
+use crate::{
+    ack::{Acknowledgement, AuditAction, BalanceCheck, Outcome, first_ids, status_change},
+    events::{insert_events, payout_event, run_event},
+    exchange::actor::QuoteFees,
+    mailer,
+    telemetry::CountedSend,
+};
+
+/// The result of a client's command.
+pub struct Done {
+    pub reply: RunReply,
+    pub snapshot: Snapshot,
+    /// New rows in the email outbox.
+    pub mail: bool,
+}
+
+fn refused(run: &payroll_run::Model, command: &RunCommand) -> RunError {
+    RunError::Refused {
+        refused: transitions::refusal(run.status),
+        operation: command.name(),
+        hint: None,
+    }
+}
+
+fn run_action(action: &'static str, run: &payroll_run::Model, details: Value) -> AuditAction {
+    AuditAction {
+        action,
+        resource_type: "payroll_run",
+        resource_id: run.id.clone(),
+        details,
+    }
+}
+
+/// Commits `ack` with the outcome and answers.
+async fn finish_request(
+    tx: WriteTx,
+    ack: Acknowledgement,
+    outcome: Outcome,
+    action: AuditAction,
+    snapshot: Snapshot,
+    mail: bool,
+) -> Result<Done, RunError> {
+    let body = ack.commit_in(&*tx, &outcome, action).await?;
+    tx.commit().await?;
+    Ok(Done {
+        reply: RunReply {
+            body,
+            run: snapshot.run.clone(),
+            job: snapshot.job.clone(),
+        },
+        snapshot,
+        mail,
+    })
+}
+
+/// Commits `ack` and answers with the run as it now stands.
+async fn answer_run(
+    tx: WriteTx,
+    ack: Acknowledgement,
+    run: payroll_run::Model,
+    job: Option<job::Model>,
+    action: AuditAction,
+    mail: bool,
+) -> Result<Done, RunError> {
+    let snapshot = Snapshot {
+        run: run.clone(),
+        job: job.clone(),
+    };
+    finish_request(tx, ack, Outcome::Run { run, job }, action, snapshot, mail).await
+}
+
+/// Runs a client's command against the snapshot.
+pub async fn handle(
+    deps: &RunDeps,
+    snapshot: Snapshot,
+    request: RunRequest,
+) -> Result<Done, RunError> {
+    let RunRequest { command, ack, .. } = request;
+    match command {
+        RunCommand::Confirm => confirm(deps, snapshot, ack).await,
+        RunCommand::BalanceCheck => balance_check(deps, snapshot, ack).await,
+        RunCommand::Execute => execute(deps, snapshot, ack).await,
+        RunCommand::Sync => sync(deps, snapshot, ack).await,
+        RunCommand::Cancel {
+            reason,
+            may_cancel_funded,
+        } => cancel(deps, snapshot, ack, reason, may_cancel_funded).await,
+        RunCommand::RetryFailed => retry(deps, snapshot, ack, None).await,
+        RunCommand::RetryPayout { payout_id } => retry(deps, snapshot, ack, Some(payout_id)).await,
+        RunCommand::Archive => archive(deps, snapshot, ack).await,
+        RunCommand::CancelPayout { payout_id } => {
+            cancel_payout(deps, snapshot, ack, payout_id).await
+        }
+    }
+}
+
+/// DRAFT → CONFIRMED: payees re-read (address, network, salary of regular runs), fees quoted,
+/// test-run deductions taken, and all of it locked.
+async fn confirm(
+    deps: &RunDeps,
+    snapshot: Snapshot,
+    ack: Acknowledgement,
+) -> Result<Done, RunError> {
+    let Snapshot { run, job } = snapshot;
+    let next = transitions::apply(run.status, RunOp::Confirm)
+        .map_err(|_| refused(&run, &RunCommand::Confirm))?;
+    // Quoted before the transaction: no write waits on the exchange.
+    let (fees, minimum) = deps
+        .exchange
+        .counted_send(QuoteFees(Network::ALL.to_vec()))
+        .await
+        .map_err(|e| RunError::Unavailable(e.to_string()))?
+        .map_err(|e| RunError::Exchange(e.to_string()))?;
+    let tx = deps.db.begin_write().await?;
+    let mut payouts = store::payouts_of(&*tx, &run.id, PayoutStatus::Pending).await?;
+    let mut employees =
+        store::employees_by_id(&*tx, payouts.iter().map(|p| p.employee_id.clone())).await?;
+    let deduct =
+        run.run_type == RunType::Regular && !run.is_test_run && deps.test_run.deduct_from_next_run;
+    let now = time::now();
+    let mut after = run.clone();
+    let mut errors = Vec::new();
+    let mut cancelled = Vec::new();
+    let mut deducted: Vec<(String, i64)> = Vec::new();
+    for p in payouts.iter_mut() {
+        let Some(e) = employees
+            .get_mut(&p.employee_id)
+            .filter(|e| e.status == EmployeeStatus::Active)
+        else {
+            // A payee deactivated since the run was made is not paid.
+            p.status = PayoutStatus::Cancelled;
+            p.updated_at = now;
+            recount(
+                &mut after,
+                None,
+                PayoutStatus::Pending,
+                PayoutStatus::Cancelled,
+            );
+            cancelled.push(p.clone());
+            continue;
+        };
+        let mut amount = match run.run_type {
+            RunType::Regular => e.salary_usd_cents,
+            _ => p.amount_usd_cents,
+        };
+        if run.is_test_run {
+            amount = amount.min(deps.test_run.amount_usd_cents);
+        }
+        let mut deduction = 0;
+        if deduct
+            && e.test_deduction_balance_usd_cents > 0
+            && amount - e.test_deduction_balance_usd_cents >= 1
+        {
+            deduction = e.test_deduction_balance_usd_cents;
+            e.test_deduction_balance_usd_cents = 0;
+            deducted.push((e.id.clone(), deduction));
+        }
+        p.amount_usd_cents = amount - deduction;
+        p.test_run_deduction_usd_cents = deduction;
+        p.fee_usd_cents = fees.get(&e.network).copied().unwrap_or(Cents::ZERO).0;
+        p.network = e.network;
+        p.wallet_address = e.wallet_address.clone();
+        p.employee_name = e.name.clone();
+        p.employee_email = e.email.clone();
+        p.updated_at = now;
+        if p.amount_usd_cents < minimum.0 {
+            errors.push((
+                format!("payouts[{}].amount_usd_cents", p.id),
+                format!(
+                    "{} cents is below the exchange's minimum withdrawal of {} cents; cancel this payout or change the amount",
+                    p.amount_usd_cents, minimum.0
+                ),
+            ));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(RunError::Invalid(errors));
+    }
+    let paid: Vec<&payout::Model> = payouts
+        .iter()
+        .filter(|p| p.status == PayoutStatus::Pending)
+        .collect();
+    if paid.is_empty() {
+        return Err(RunError::Invalid(vec![(
+            "payouts".into(),
+            "every payee of this run is INACTIVE now; cancel the run".into(),
+        )]));
+    }
+    after.status = next;
+    after.confirmed_at = Some(now);
+    after.employee_count = paid.len() as i64;
+    let too_large = || {
+        RunError::Invalid(vec![(
+            "payouts".into(),
+            "the amounts add up to more than can be represented".into(),
+        )])
+    };
+    after.total_amount_usd_cents = Cents::sum(paid.iter().map(|p| Cents(p.amount_usd_cents)))
+        .ok_or_else(too_large)?
+        .0;
+    after.total_fees_usd_cents = Cents::sum(paid.iter().map(|p| Cents(p.fee_usd_cents)))
+        .ok_or_else(too_large)?
+        .0;
+    store::save_payouts(&*tx, &payouts).await?;
+    for (employee_id, _) in &deducted {
+        store::take_deduction(&*tx, employee_id).await?;
+    }
+    store::save_run(&*tx, run.version, &mut after).await?;
+    let mut events = vec![run_event("payroll.run.confirmed", &after, job.as_ref())];
+    events.extend(
+        cancelled
+            .iter()
+            .map(|p| payout_event("payout.cancelled", p)),
+    );
+    insert_events(&tx, events).await?;
+    let details = json!({
+        "status": {"before": run.status, "after": next},
+        "total_amount_usd_cents": after.total_amount_usd_cents,
+        "total_fees_usd_cents": after.total_fees_usd_cents,
+        "cancelled_inactive_payees": cancelled.len(),
+        "test_run_deductions_usd_cents": deducted.iter().map(|(_, d)| d).sum::<i64>(),
+    });
+    let action = run_action("PAYROLL_RUN_CONFIRMED", &after, details);
+    answer_run(tx, ack, after, job, action, false).await
+}
+
+/// Reports the funding figures; a CONFIRMED run that is covered becomes DEPOSITED.
+async fn balance_check(
+    deps: &RunDeps,
+    snapshot: Snapshot,
+    ack: Acknowledgement,
+) -> Result<Done, RunError> {
+    let Snapshot { run, job } = snapshot;
+    let (tx, f, _funds) = funds_transaction(deps, &run.id, None).await?;
+    let mut after = run.clone();
+    let mut action = "PAYROLL_RUN_BALANCE_CHECKED";
+    if run.status == RunStatus::Confirmed && f.sufficient() {
+        after.status = transitions::apply(run.status, RunOp::Fund)
+            .map_err(|_| refused(&run, &RunCommand::BalanceCheck))?;
+        after.deposited_at = Some(time::now());
+        store::save_run(&*tx, run.version, &mut after).await?;
+        insert_events(
+            &tx,
+            vec![run_event("payroll.run.deposited", &after, job.as_ref())],
+        )
+        .await?;
+        action = "PAYROLL_RUN_DEPOSITED";
+    }
+    let check = BalanceCheck {
+        sufficient: f.sufficient(),
+        required: f.required,
+        available: f.available,
+        deficit: f.deficit,
+        run: after.clone(),
+        checked_at: time::now(),
+    };
+    let details = json!({
+        "status": {"before": run.status, "after": after.status},
+        "required_usdc_cents": f.required, "available_usdc_cents": f.available, "deficit_usdc_cents": f.deficit,
+    });
+    let audit = run_action(action, &after, details);
+    let snapshot = Snapshot { run: after, job };
+    finish_request(
+        tx,
+        ack,
+        Outcome::BalanceCheck(check),
+        audit,
+        snapshot,
+        false,
+    )
+    .await
+}
+
+/// Seconds the payouts should take at the withdrawal rate.
+fn estimate_seconds(deps: &RunDeps, count: i64) -> i64 {
+    let rate = i64::from(deps.exchange_settings.withdrawals_per_second);
+    let sending = if rate == 0 {
+        count / 2000
+    } else {
+        count / rate
+    };
+    let settle = (deps.exchange_settings.sandbox.completion_delay_ms / 1000) as i64;
+    sending + settle + (deps.runs.poll_interval_ms / 1000) as i64 + 1
+}
+
+fn new_job(deps: &RunDeps, run_id: &str, count: i64) -> job::Model {
+    let now = time::now();
+    job::Model {
+        id: ids::new_id(ids::IdKind::Job),
+        payroll_run_id: run_id.to_owned(),
+        status: JobStatus::Processing,
+        total: count,
+        pending_count: count,
+        processing_count: 0,
+        completed_count: 0,
+        failed_count: 0,
+        cancelled_count: 0,
+        estimated_duration_seconds: estimate_seconds(deps, count),
+        failed_reason: None,
+        created_at: now,
+        updated_at: now,
+        finished_at: None,
+    }
+}
+
+/// The tail of execute and retry: the run moves to `next` (PAYING_OUT) with `job` as its
+/// current job, one email is queued per (payout, attempt), and `payroll.run.executing` is
+/// written. The job row exists already; the withdrawals start after the commit.
+async fn start_job(
+    tx: &WriteTx,
+    before_version: i64,
+    next: RunStatus,
+    after: &mut payroll_run::Model,
+    job: &mut job::Model,
+    mail: &[(String, i32)],
+) -> Result<(), RunError> {
+    mailer::enqueue(&**tx, mail).await?;
+    after.status = next;
+    after.current_job_id = Some(job.id.clone());
+    store::save_run(&**tx, before_version, after).await?;
+    store::save_job(&**tx, job).await?;
+    insert_events(
+        tx,
+        vec![run_event("payroll.run.executing", after, Some(job))],
+    )
+    .await?;
+    Ok(())
+}
+
+/// DEPOSITED → PAYING_OUT: a job, one email per payout, and the withdrawals start (after
+/// commit). Never starts anything in another status.
+async fn execute(
+    deps: &RunDeps,
+    snapshot: Snapshot,
+    ack: Acknowledgement,
+) -> Result<Done, RunError> {
+    let Snapshot { run, job: previous } = snapshot;
+    if !matches!(run.status, RunStatus::Confirmed | RunStatus::Deposited) {
+        return Err(refused(&run, &RunCommand::Execute));
+    }
+    let (tx, f, _funds) = funds_transaction(deps, &run.id, None).await?;
+    if !f.sufficient() {
+        return Err(RunError::InsufficientFunds {
+            required: f.required,
+            available: f.available,
+            deficit: f.deficit,
+        });
+    }
+    if run.status == RunStatus::Confirmed {
+        return Err(RunError::NotYetDeposited {
+            refused: transitions::refusal(run.status),
+        });
+    }
+    let next = transitions::apply(run.status, RunOp::Execute)
+        .map_err(|_| refused(&run, &RunCommand::Execute))?;
+    let pending = store::pending_attempts(&*tx, &run.id).await?;
+    let mut job = new_job(deps, &run.id, pending.len() as i64);
+    store::insert_job(&*tx, &job).await?;
+    store::assign_pending_to_job(&*tx, &run.id, &job.id).await?;
+    let mut after = run.clone();
+    after.executed_at = Some(time::now());
+    start_job(&tx, run.version, next, &mut after, &mut job, &pending).await?;
+    let mut details = status_change(run.status, next);
+    details["job_id"] = json!(job.id);
+    details["payouts"] = json!(pending.len());
+    details["previous_job_id"] = json!(previous.map(|j| j.id));
+    let action = run_action("PAYROLL_RUN_EXECUTED", &after, details);
+    answer_run(tx, ack, after, Some(job), action, true).await
+}
+
+/// Answers the run as it stands; a PAYING_OUT run is reconciled with the exchange first (by
+/// the actor, before this runs).
+async fn sync(deps: &RunDeps, snapshot: Snapshot, ack: Acknowledgement) -> Result<Done, RunError> {
+    let tx = deps.db.begin_write().await?;
+    let action = run_action(
+        "PAYROLL_RUN_SYNCED",
+        &snapshot.run,
+        json!({"status": snapshot.run.status, "payout_summary": {
+            "pending": snapshot.run.pending_count, "processing": snapshot.run.processing_count,
+            "completed": snapshot.run.completed_count, "failed": snapshot.run.failed_count,
+        }}),
+    );
+    let outcome = Outcome::Run {
+        run: snapshot.run.clone(),
+        job: snapshot.job.clone(),
+    };
+    finish_request(tx, ack, outcome, action, snapshot, false).await
+}
+
+/// DRAFT, CONFIRMED or DEPOSITED → CANCELLED: pending payouts cancelled, the reservation and
+/// test-run deductions released.
+async fn cancel(
+    deps: &RunDeps,
+    snapshot: Snapshot,
+    ack: Acknowledgement,
+    reason: Option<String>,
+    may_cancel_funded: bool,
+) -> Result<Done, RunError> {
+    let Snapshot { run, job } = snapshot;
+    let command = RunCommand::Cancel {
+        reason: None,
+        may_cancel_funded,
+    };
+    let next =
+        transitions::apply(run.status, RunOp::Cancel).map_err(|_| refused(&run, &command))?;
+    if matches!(run.status, RunStatus::Confirmed | RunStatus::Deposited) && !may_cancel_funded {
+        return Err(RunError::ScopeRequired("payroll:execute"));
+    }
+    let tx = deps.db.begin_write().await?;
+    let mut pending = store::payouts_of(&*tx, &run.id, PayoutStatus::Pending).await?;
+    let now = time::now();
+    let mut after = run.clone();
+    for p in pending.iter_mut() {
+        p.status = PayoutStatus::Cancelled;
+        p.updated_at = now;
+        recount(
+            &mut after,
+            None,
+            PayoutStatus::Pending,
+            PayoutStatus::Cancelled,
+        );
+    }
+    store::save_payouts(&*tx, &pending).await?;
+    let returned = store::return_deductions(&*tx, &run.id).await?;
+    after.status = next;
+    after.cancelled_at = Some(now);
+    after.cancel_reason = reason;
+    store::save_run(&*tx, run.version, &mut after).await?;
+    let mut events = vec![run_event("payroll.run.cancelled", &after, job.as_ref())];
+    events.extend(pending.iter().map(|p| payout_event("payout.cancelled", p)));
+    insert_events(&tx, events).await?;
+    let mut details = status_change(run.status, next);
+    details["cancelled_payouts"] = json!(pending.len());
+    details["first_payout_ids"] = json!(first_ids(pending.iter().map(|p| p.id.as_str())));
+    details["reason"] = json!(after.cancel_reason);
+    details["test_run_deductions_returned_usd_cents"] = json!(returned);
+    let action = run_action("PAYROLL_RUN_CANCELLED", &after, details);
+    answer_run(tx, ack, after, job, action, false).await
+}
+
+async fn archive(
+    deps: &RunDeps,
+    snapshot: Snapshot,
+    ack: Acknowledgement,
+) -> Result<Done, RunError> {
+    let Snapshot { run, job } = snapshot;
+    transitions::apply(run.status, RunOp::Archive)
+        .map_err(|_| refused(&run, &RunCommand::Archive))?;
+    let tx = deps.db.begin_write().await?;
+    let mut after = run.clone();
+    if !run.is_archived {
+        after.is_archived = true;
+        store::save_run(&*tx, run.version, &mut after).await?;
+    }
+    let action = run_action(
+        "PAYROLL_RUN_ARCHIVED",
+        &after,
+        json!({"is_archived": {"before": run.is_archived, "after": true}}),
+    );
+    answer_run(tx, ack, after, job, action, false).await
+}
+
+/// FAILED → PAYING_OUT for every failed payout (or one): each takes its employee's current
+/// wallet, a new attempt and a new email; funds are checked and reserved for them.
+async fn retry(
+    deps: &RunDeps,
+    snapshot: Snapshot,
+    ack: Acknowledgement,
+    only: Option<String>,
+) -> Result<Done, RunError> {
+    let Snapshot { run, job: previous } = snapshot;
+    let command = match &only {
+        Some(id) => RunCommand::RetryPayout {
+            payout_id: id.clone(),
+        },
+        None => RunCommand::RetryFailed,
+    };
+    let tx = deps.db.begin_write().await?;
+    let mut failed = match &only {
+        Some(id) => {
+            let p = store::payout_by_id(&*tx, &run.id, id).await?;
+            if let Err(refused) = transitions::apply_payout(p.status, PayoutOp::Retry) {
+                return Err(RunError::PayoutRefused {
+                    payout_id: p.id.clone(),
+                    refused,
+                    operation: "retried",
+                    hint: "Only a FAILED payout can be retried.".into(),
+                });
+            }
+            vec![p]
+        }
+        None => store::payouts_of(&*tx, &run.id, PayoutStatus::Failed).await?,
+    };
+    let next = transitions::apply(run.status, RunOp::RetryFailed).map_err(|_| match &only {
+        Some(_) => RunError::Refused {
+            refused: transitions::refusal(run.status),
+            operation: "retried",
+            hint: Some("A failed payout is retried once its run has finished (FAILED); sync the run and try again then.".into()),
+        },
+        None => refused(&run, &command),
+    })?;
+    if failed.is_empty() {
+        return Err(refused(&run, &command));
+    }
+    drop(tx);
+    let required = Cents::sum(
+        failed
+            .iter()
+            .map(|p| Cents(p.amount_usd_cents.saturating_add(p.fee_usd_cents))),
+    )
+    .ok_or_else(|| {
+        RunError::Invalid(vec![(
+            "payouts".into(),
+            "the amounts add up to more than can be represented".into(),
+        )])
+    })?;
+    let (tx, f, _funds) = funds_transaction(deps, &run.id, Some(required.0)).await?;
+    if !f.sufficient() {
+        return Err(RunError::InsufficientFunds {
+            required: f.required,
+            available: f.available,
+            deficit: f.deficit,
+        });
+    }
+    let employees =
+        store::employees_by_id(&*tx, failed.iter().map(|p| p.employee_id.clone())).await?;
+    let mut job = new_job(deps, &run.id, failed.len() as i64);
+    let mut after = run.clone();
+    let mut address_changes = Vec::new();
+    for p in failed.iter_mut() {
+        if let Some(e) = employees.get(&p.employee_id) {
+            if e.wallet_address != p.wallet_address || e.network != p.network {
+                address_changes.push(json!({
+                    "payout_id": p.id,
+                    "wallet_address": {"before": p.wallet_address, "after": e.wallet_address},
+                    "network": {"before": p.network, "after": e.network},
+                }));
+            }
+            p.wallet_address = e.wallet_address.clone();
+            p.network = e.network;
+        }
+        p.status = PayoutStatus::Pending;
+        p.attempt += 1;
+        p.job_id = Some(job.id.clone());
+        p.client_withdrawal_id = None;
+        p.cex_withdrawal_id = None;
+        p.on_chain_tx_hash = None;
+        p.block_explorer_url = None;
+        p.failed_reason = None;
+        p.initiated_at = None;
+        p.completed_at = None;
+        p.updated_at = time::now();
+        recount(
+            &mut after,
+            None,
+            PayoutStatus::Failed,
+            PayoutStatus::Pending,
+        );
+    }
+    store::insert_job(&*tx, &job).await?;
+    store::save_payouts(&*tx, &failed).await?;
+    let mail: Vec<(String, i32)> = failed.iter().map(|p| (p.id.clone(), p.attempt)).collect();
+    after.completed_at = None;
+    start_job(&tx, run.version, next, &mut after, &mut job, &mail).await?;
+    let mut details = status_change(run.status, next);
+    details["job_id"] = json!(job.id);
+    details["retried_payouts"] = json!(failed.len());
+    details["first_payout_ids"] = json!(first_ids(failed.iter().map(|p| p.id.as_str())));
+    details["address_changes"] = json!(address_changes);
+    details["previous_job_id"] = json!(previous.map(|j| j.id));
+    let snapshot = Snapshot {
+        run: after.clone(),
+        job: Some(job.clone()),
+    };
+    let (outcome, action) = match only {
+        Some(_) => {
+            let p = failed.into_iter().next().ok_or(RunError::Stale)?;
+            let action = AuditAction {
+                action: "PAYOUT_RETRIED",
+                resource_type: "payout",
+                resource_id: p.id.clone(),
+                details,
+            };
+            (Outcome::Payout(p), action)
+        }
+        None => (
+            Outcome::Run {
+                run: after,
+                job: Some(job),
+            },
+            run_action("PAYROLL_RUN_RETRIED", &snapshot.run, details),
+        ),
+    };
+    finish_request(tx, ack, outcome, action, snapshot, true).await
+}
+
+/// PENDING (not yet handed to the exchange) → CANCELLED.
+async fn cancel_payout(
+    deps: &RunDeps,
+    snapshot: Snapshot,
+    ack: Acknowledgement,
+    payout_id: String,
+) -> Result<Done, RunError> {
+    let Snapshot { run, mut job } = snapshot;
+    let tx = deps.db.begin_write().await?;
+    let mut p = store::payout_by_id(&*tx, &run.id, &payout_id).await?;
+    let next = transitions::apply_payout(p.status, PayoutOp::Cancel);
+    if next.is_err() || p.client_withdrawal_id.is_some() {
+        let hint = if p.status == PayoutStatus::Pending {
+            "This payout was already handed to the exchange and can no longer be cancelled; sync the run to follow it."
+        } else {
+            "Only a PENDING payout not yet handed to the exchange can be cancelled."
+        };
+        return Err(RunError::PayoutRefused {
+            payout_id,
+            refused: transitions::payout_refusal(p.status),
+            operation: "cancelled",
+            hint: hint.into(),
+        });
+    }
+    if !matches!(
+        run.status,
+        RunStatus::Draft | RunStatus::Confirmed | RunStatus::Deposited | RunStatus::PayingOut
+    ) {
+        return Err(refused(&run, &RunCommand::CancelPayout { payout_id }));
+    }
+    p.status = PayoutStatus::Cancelled;
+    p.updated_at = time::now();
+    let mut after = run.clone();
+    let in_job = p.job_id.is_some() && p.job_id == job.as_ref().map(|j| j.id.clone());
+    recount(
+        &mut after,
+        if in_job { job.as_mut() } else { None },
+        PayoutStatus::Pending,
+        PayoutStatus::Cancelled,
+    );
+    after.employee_count -= 1;
+    after.total_amount_usd_cents -= p.amount_usd_cents;
+    after.total_fees_usd_cents -= p.fee_usd_cents;
+    let returned_deduction = std::mem::take(&mut p.test_run_deduction_usd_cents);
+    store::save_payouts(&*tx, std::slice::from_ref(&p)).await?;
+    if returned_deduction > 0 {
+        store::credit_deduction(&*tx, &p.employee_id, returned_deduction).await?;
+    }
+    store::save_run(&*tx, run.version, &mut after).await?;
+    if let (true, Some(job)) = (in_job, job.as_mut()) {
+        store::save_job(&*tx, job).await?;
+    }
+    insert_events(&tx, vec![payout_event("payout.cancelled", &p)]).await?;
+    let action = AuditAction {
+        action: "PAYOUT_CANCELLED",
+        resource_type: "payout",
+        resource_id: p.id.clone(),
+        details: json!({"status": {"before": PayoutStatus::Pending, "after": PayoutStatus::Cancelled}, "payroll_run_id": run.id}),
+    };
+    let snapshot = Snapshot { run: after, job };
+    finish_request(tx, ack, Outcome::Payout(p), action, snapshot, false).await
+}

@@ -1,0 +1,40 @@
+//! What the `RunManager` and every `RunActor` share: the database, the exchange actor, the
+//! mailer, settings and this instance's lease.
+
+use actix::prelude::*;
+use payroll_entities::db::Db;
+
+use super::lease::LeaseSettings;
+use crate::{
+    exchange::actor::ExchangeActor,
+    mailer::OutboxChanged,
+    settings::{ExchangeSettings, RunsSettings, TestRunSettings},
+    telemetry,
+};
+
+/// What every run actor needs.
+pub struct RunDeps {
+    pub db: Db,
+    /// Serialises funding decisions of this process (PostgreSQL adds an advisory lock across
+    /// instances).
+    pub funds_lock: tokio::sync::Mutex<()>,
+    pub exchange: Addr<ExchangeActor>,
+    pub mailer: Option<Recipient<OutboxChanged>>,
+    pub runs: RunsSettings,
+    pub exchange_settings: ExchangeSettings,
+    pub test_run: TestRunSettings,
+    /// This instance's id and lease duration.
+    pub lease: LeaseSettings,
+}
+
+impl RunDeps {
+    /// Puts the mailer to work after new outbox rows were committed.
+    pub fn nudge_mailer(&self) {
+        if let Some(mailer) = &self.mailer {
+            if mailer.connected() {
+                telemetry::enqueued(telemetry::ActorKind::Mailer);
+            }
+            mailer.do_send(OutboxChanged);
+        }
+    }
+}
