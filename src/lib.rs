@@ -16,7 +16,6 @@ pub mod key_cache;
 pub mod keys;
 pub mod openapi;
 pub mod routes;
-pub mod run_commands;
 pub mod startup;
 pub mod state;
 pub mod telemetry;

@@ -8,7 +8,7 @@ use crate::{
     api::{ApiRequest, find_resource},
     error::ApiError,
     routes::api_keys::EmptyRequest,
-    run_commands,
+    routes::runs,
 };
 
 async fn find_payout(req: &ApiRequest) -> Result<payout::Model, ApiError> {
@@ -41,7 +41,7 @@ pub async fn retry(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let command = RunCommand::RetryPayout {
         payout_id: payout.id,
     };
-    run_commands::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
+    runs::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
 }
 
 #[utoipa::path(post, path = "/payouts/{payout_id}/cancel", operation_id = "cancelPayout", tag = "payouts",
@@ -53,5 +53,5 @@ pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let command = RunCommand::CancelPayout {
         payout_id: payout.id,
     };
-    run_commands::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
+    runs::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
 }

@@ -22,7 +22,7 @@ use crate::{
     api::{ApiRequest, merge_errors},
     audit::AuditRecord,
     error::{ApiError, ErrorCode, FieldError},
-    run_commands::exchange_failed,
+    routes::runs::exchange_failed,
 };
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -1,5 +1,5 @@
-//! The `RunManager` routes commands to run actors, starting them on demand from their
-//! snapshot. Each run with work of its own (CONFIRMED runs watch for funds, PAYING_OUT runs
+//! The `RunManager` creates runs and routes commands to run actors, starting them on demand
+//! from their snapshot. Each run with work of its own (CONFIRMED runs watch for funds, PAYING_OUT runs
 //! reconcile and continue) is worked by the instance holding its lease: at start and every
 //! heartbeat the manager renews the leases of its runs and starts actors for runs nobody
 //! holds (never started, or their instance stopped), which take them over. Idle actors
@@ -11,9 +11,10 @@ use actix::prelude::*;
 
 use super::{
     actor::{Pause, Quiesce, Reload, Retire, RunActor},
+    creation,
     deps::RunDeps,
     lease,
-    messages::{RunError, RunReply, RunRequest},
+    messages::{CreateRun, RunError, RunReply, RunRequest},
 };
 use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 
@@ -124,6 +125,21 @@ impl Handler<RunRequest> for RunManager {
             addr.counted_send(msg)
                 .await
                 .map_err(|e| RunError::Unavailable(format!("run actor: {e}")))?
+        })
+    }
+}
+
+/// A new run is created here, beside the actors: it has no actor until something is asked of
+/// it. Creations run concurrently with routing (the database serialises them).
+impl Handler<CreateRun> for RunManager {
+    type Result = ResponseFuture<Result<RunReply, RunError>>;
+
+    fn handle(&mut self, msg: CreateRun, _: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "CreateRun");
+        let deps = self.deps.clone();
+        Box::pin(async move {
+            let _handling = handling;
+            creation::create_run(&deps, msg).await
         })
     }
 }

@@ -1,7 +1,8 @@
 //! What the HTTP layer asks of a run, and what it gets back.
 
 use actix::Message;
-use payroll_entities::{RunStatus, job, payroll_run};
+use chrono::{DateTime, Utc};
+use payroll_entities::{RunStatus, RunType, job, payroll_run};
 
 use super::transitions::{PayoutRefused, Refused};
 use crate::ack::Acknowledgement;
@@ -42,6 +43,44 @@ impl RunCommand {
             RunCommand::CancelPayout { .. } => "cancelled",
         }
     }
+}
+
+/// A client's request for a new run, validated by its shape; the payees are checked against
+/// the employees when the run is created.
+#[derive(Message, Debug)]
+#[rtype(result = "Result<RunReply, RunError>")]
+pub struct CreateRun {
+    pub run_type: RunType,
+    pub is_test_run: bool,
+    pub period_start: DateTime<Utc>,
+    pub period_end: DateTime<Utc>,
+    pub pay_date: Option<DateTime<Utc>>,
+    pub label: Option<String>,
+    pub note: Option<String>,
+    pub payees: Payees,
+    /// The API key that asked for the run.
+    pub created_by_key_id: Option<String>,
+    pub ack: Acknowledgement,
+}
+
+/// Who a new run pays.
+#[derive(Debug, Clone)]
+pub enum Payees {
+    /// A regular run without `employee_ids`: every ACTIVE employee with a salary whose
+    /// contract covers the period.
+    Eligible,
+    /// The employees named, in order.
+    Listed(Vec<Payee>),
+}
+
+/// An employee a new run names, with the input field that named it (for errors).
+#[derive(Debug, Clone)]
+pub struct Payee {
+    pub field: String,
+    pub employee_id: String,
+    /// Set by an item; a regular run pays the salary.
+    pub amount_usd_cents: Option<i64>,
+    pub note: Option<String>,
 }
 
 /// A client's command with what it commits alongside.

@@ -5,6 +5,7 @@
 
 pub mod actor;
 pub mod commands;
+pub mod creation;
 pub mod deps;
 pub mod funds;
 pub mod lease;

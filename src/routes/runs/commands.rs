@@ -7,7 +7,10 @@ use chrono::{DateTime, Utc};
 use payroll_actors::telemetry::CountedSend;
 use payroll_actors::{
     ack::{Acknowledgement, Outcome},
-    run::messages::{RunCommand, RunError, RunRequest},
+    run::{
+        messages::{RunCommand, RunError, RunRequest},
+        transitions,
+    },
 };
 use payroll_entities::{
     RunStatus, time,
@@ -62,6 +65,26 @@ fn render(request_id: &str, outcome: &Outcome) -> serde_json::Result<Vec<u8>> {
     }
 }
 
+/// What a request to a run actor commits with its change: the idempotency record and the
+/// audit entry, and how the answer with status `status` is rendered.
+pub fn acknowledgement(req: &ApiRequest, status: StatusCode) -> Acknowledgement {
+    let request_id = req.request_id.clone();
+    let facts = req.audit_facts(req.route.method.as_str(), &req.path);
+    Acknowledgement {
+        idempotency: req.claim.as_ref().map(|c| c.target()),
+        status: status.as_u16(),
+        audit: audit::request_entry(&facts, status.as_u16(), None, json!({})),
+        render: Box::new(move |outcome| render(&request_id, outcome).map_err(|e| e.to_string())),
+    }
+}
+
+/// The answer an actor committed, its audit entry written already.
+pub fn committed(status: StatusCode, body: Vec<u8>) -> HttpResponse {
+    let mut response = json_response(status, body);
+    response.extensions_mut().insert(AuditRecorded);
+    response
+}
+
 /// Sends `command` to run `run_id`; answers `status` with the committed outcome.
 pub async fn send(
     req: &ApiRequest,
@@ -69,18 +92,10 @@ pub async fn send(
     command: RunCommand,
     status: StatusCode,
 ) -> Result<HttpResponse, ApiError> {
-    let request_id = req.request_id.clone();
-    let facts = req.audit_facts(req.route.method.as_str(), &req.path);
-    let ack = Acknowledgement {
-        idempotency: req.claim.as_ref().map(|c| c.target()),
-        status: status.as_u16(),
-        audit: audit::request_entry(&facts, status.as_u16(), None, json!({})),
-        render: Box::new(move |outcome| render(&request_id, outcome).map_err(|e| e.to_string())),
-    };
     let message = RunRequest {
         run_id: run_id.to_owned(),
         command,
-        ack,
+        ack: acknowledgement(req, status),
     };
     let reply = req
         .state()
@@ -88,9 +103,7 @@ pub async fn send(
         .counted_send(message)
         .await?
         .map_err(|err| run_error(req, run_id, err))?;
-    let mut response = json_response(status, reply.body);
-    response.extensions_mut().insert(AuditRecorded);
-    Ok(response)
+    Ok(committed(status, reply.body))
 }
 
 /// A run actor's refusal in the API's words.
@@ -99,14 +112,14 @@ pub fn run_error(req: &ApiRequest, run_id: &str, err: RunError) -> ApiError {
         RunError::NotFound => ApiError::not_found("payroll_run", run_id),
         RunError::PayoutNotFound(id) => ApiError::not_found("payout", &id),
         RunError::Refused { refused, operation, hint } => {
-            let err = crate::routes::runs::transition_refused(refused, operation);
+            let err = transition_refused(refused, operation);
             match hint {
                 Some(hint) => err.hint(hint.replace("{run_id}", run_id)),
                 None => err,
             }
         }
         RunError::NotYetDeposited { refused } => {
-            crate::routes::runs::transition_refused(refused, "executed").hint(format!(
+            transition_refused(refused, "executed").hint(format!(
                 "The run is covered but not yet DEPOSITED: call POST /api/v1/payroll-runs/{run_id}/balance-check, then execute."
             ))
         }
@@ -164,4 +177,24 @@ pub fn exchange_failed(req: &ApiRequest, reason: &str) -> ApiError {
         "The exchange could not be reached or answered with an error.",
     )
     .detail("cex_provider", req.state().exchange_provider)
+}
+
+/// 409 naming the current status and what the run allows instead.
+pub fn transition_refused(refused: transitions::Refused, operation: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidStatusTransition,
+        format!("A {} run cannot be {operation}.", refused.current),
+    )
+    .detail("current_status", refused.current.as_str())
+    .detail(
+        "allowed_transitions",
+        json!(
+            refused
+                .allowed_transitions
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+        ),
+    )
+    .detail("allowed_operations", json!(refused.allowed_operations))
 }
