@@ -88,6 +88,7 @@ async fn answer_run(
 }
 
 /// Runs a client's command against the snapshot.
+#[tracing::instrument(skip_all, fields(run_id = %snapshot.run.id, command = request.command.name()))]
 pub async fn handle(
     deps: &RunDeps,
     snapshot: Snapshot,

@@ -21,6 +21,7 @@ use crate::{
 };
 
 /// Creates the run `msg` describes, as DRAFT; answers with the committed answer.
+#[tracing::instrument(skip_all, fields(run_type = %msg.run_type, is_test_run = msg.is_test_run))]
 pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunError> {
     let CreateRun {
         run_type,

@@ -154,6 +154,7 @@ pub async fn funds_transaction<'a>(
 }
 
 /// The funds watch of a CONFIRMED run: DEPOSITED once covered.
+#[tracing::instrument(skip_all, fields(run_id = %snapshot.run.id))]
 pub async fn watch_funds(deps: &RunDeps, snapshot: Snapshot) -> Result<Snapshot, RunError> {
     let Snapshot { run, job } = snapshot;
     if run.status != RunStatus::Confirmed {

@@ -176,6 +176,7 @@ async fn apply_changes(
 }
 
 /// Records the exchange's answers to withdrawals this run handed over.
+#[tracing::instrument(skip_all, fields(run_id = %snapshot.run.id, answers = results.len()))]
 pub async fn record_results(
     deps: &RunDeps,
     snapshot: Snapshot,
@@ -214,6 +215,7 @@ pub async fn record_results(
 }
 
 /// Asks the exchange about these client ids and records what it says.
+#[tracing::instrument(skip_all, fields(run_id = %snapshot.run.id, client_ids = client_ids.len()))]
 pub async fn reconcile(
     deps: &RunDeps,
     snapshot: Snapshot,
@@ -338,6 +340,7 @@ pub async fn report_stuck(
 
 /// PAYING_OUT with every payout terminal → COMPLETED (none failed) or FAILED; the job
 /// completes in the same transaction. Completed test payouts become deductions.
+#[tracing::instrument(skip_all, fields(run_id = %snapshot.run.id))]
 pub async fn finish_if_done(
     deps: &RunDeps,
     snapshot: Snapshot,

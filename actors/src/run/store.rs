@@ -299,6 +299,7 @@ pub async fn completed_of_job<C: ConnectionTrait>(
 
 /// Commits client withdrawal ids for up to `limit` payouts not yet handed over, and returns
 /// the withdrawals to send. Nothing is sent for a payout whose id is not committed.
+#[tracing::instrument(skip_all, fields(run_id = %run.id, limit))]
 pub async fn claim_window(
     db: &Db,
     lease_settings: &LeaseSettings,

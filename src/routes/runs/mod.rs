@@ -90,6 +90,7 @@ pub async fn show_run<C: ConnectionTrait>(
         ("sort" = Option<String>, Query, description = "created_at, -created_at (default), total_amount_usd_cents, -total_amount_usd_cents"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Runs", body = Vec<RunResource>)))]
+#[tracing::instrument(skip_all)]
 pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let status = query.parsed("status", RunStatus::parse, &RunStatus::spellings());
@@ -173,6 +174,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/payroll-runs", operation_id = "createPayrollRun", tag = "payroll-runs",
     request_body = CreateRunRequest,
     responses((status = 201, description = "The new DRAFT run with its payouts computed", body = RunResource)))]
+#[tracing::instrument(skip_all)]
 pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let message = create::create_run(&req)?;
     let reply = req
@@ -187,6 +189,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(get, path = "/payroll-runs/{run_id}", operation_id = "getPayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)),
     responses((status = 200, description = "The run with its current status", body = RunResource)))]
+#[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let run = find_run(&req, req.param("run_id")).await?;
@@ -198,6 +201,7 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         ("format" = Option<String>, Query, description = "`csv` streams every payout as CSV (also with Accept: text/csv)"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Payouts of the run, newest first; or all of them as text/csv", body = Vec<PayoutResource>)))]
+#[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn payouts(req: ApiRequest, http: HttpRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let status = query.parsed("status", PayoutStatus::parse, &PayoutStatus::spellings());
@@ -256,6 +260,7 @@ async fn existing_run_id(req: &ApiRequest) -> Result<String, ApiError> {
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/confirm", operation_id = "confirmPayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run, CONFIRMED: payees re-read, fees quoted, test-run deductions taken, amounts locked", body = RunResource)))]
+#[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn confirm(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let run_id = existing_run_id(&req).await?;
@@ -265,6 +270,7 @@ pub async fn confirm(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/balance-check", operation_id = "checkPayrollRunBalance", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "Whether the exchange account covers the run; a covered CONFIRMED run becomes DEPOSITED (funds reserved)", body = BalanceCheckResource)))]
+#[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn balance_check(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let run_id = existing_run_id(&req).await?;
@@ -274,6 +280,7 @@ pub async fn balance_check(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/execute", operation_id = "executePayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run, PAYING_OUT, with its job: withdrawals start, each payee is emailed", body = RunResource)))]
+#[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn execute(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let run_id = existing_run_id(&req).await?;
@@ -283,6 +290,7 @@ pub async fn execute(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/sync", operation_id = "syncPayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run after one reconciliation pass with the exchange (PAYING_OUT runs); poll until every payout is terminal", body = RunResource)))]
+#[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn sync(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let run_id = existing_run_id(&req).await?;
@@ -292,6 +300,7 @@ pub async fn sync(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/retry-failed", operation_id = "retryFailedPayouts", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run, PAYING_OUT again with a new job: every FAILED payout is sent again to its employee's current wallet", body = RunResource)))]
+#[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn retry_failed(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let run_id = existing_run_id(&req).await?;
@@ -301,6 +310,7 @@ pub async fn retry_failed(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/cancel", operation_id = "cancelPayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<CancelRunRequest>),
     responses((status = 200, description = "The run, now CANCELLED; its pending payouts are CANCELLED and its reservation released", body = RunResource)))]
+#[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let body: CancelRunRequest = req.json()?;
     let mut errors = Vec::new();
@@ -320,6 +330,7 @@ pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/archive", operation_id = "archivePayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run, archived (hidden from lists unless include_archived=true)", body = RunResource)))]
+#[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn archive(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let run_id = existing_run_id(&req).await?;
