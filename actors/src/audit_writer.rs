@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use actix::prelude::*;
-use payroll_entities::{audit_entry, db::Db};
-use sea_orm::{EntityTrait, IntoActiveModel};
+use payroll_entities::{audit_entry, bulk, db::Db};
+use sea_orm::IntoActiveModel;
 
 use crate::telemetry::{self, ActorKind, Handling, Observed};
 
@@ -53,16 +53,12 @@ async fn write_batch(db: Db, batch: Vec<audit_entry::Model>) {
 async fn insert_batch(db: &Db, batch: Vec<audit_entry::Model>) -> Result<(), sea_orm::DbErr> {
     let count = batch.len();
     let tx = db.begin_write().await?;
-    for chunk in batch.chunks(200) {
-        audit_entry::Entity::insert_many(
-            chunk
-                .iter()
-                .cloned()
-                .map(IntoActiveModel::into_active_model),
-        )
-        .exec_without_returning(&*tx)
-        .await?;
-    }
+    bulk::insert_chunked(
+        &*tx,
+        batch.into_iter().map(IntoActiveModel::into_active_model),
+        None,
+    )
+    .await?;
     tx.commit().await?;
     tracing::trace!(count, "audit entries written");
     Ok(())

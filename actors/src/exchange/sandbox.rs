@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use payroll_entities::{
     Cents, Network, SandboxAccount, SandboxWithdrawalStatus, TransferDirection, TransferStatus,
+    bulk,
     db::{Db, WriteTx},
     sandbox_balance, sandbox_withdrawal, time, treasury_transfer,
 };
@@ -519,16 +520,12 @@ impl SandboxProvider {
             outcomes.push(outcome);
         }
         if !rows.is_empty() {
-            for chunk in rows.chunks(500) {
-                sandbox_withdrawal::Entity::insert_many(
-                    chunk
-                        .iter()
-                        .cloned()
-                        .map(IntoActiveModel::into_active_model),
-                )
-                .exec_without_returning(&*tx)
-                .await?;
-            }
+            bulk::insert_chunked(
+                &*tx,
+                rows.into_iter().map(IntoActiveModel::into_active_model),
+                None,
+            )
+            .await?;
             add_to(&*tx, SandboxAccount::Exchange, -spent).await?;
         }
         tx.commit().await?;

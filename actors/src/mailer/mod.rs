@@ -14,7 +14,7 @@ use lettre::{
     message::{Mailbox, header::ContentType},
     transport::smtp::authentication::Credentials,
 };
-use payroll_entities::{EmailStatus, db::Db, email_outbox, ids, payout, payroll_run, time};
+use payroll_entities::{EmailStatus, bulk, db::Db, email_outbox, ids, payout, payroll_run, time};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, IntoActiveModel,
     QueryFilter, QueryOrder, QuerySelect,
@@ -39,29 +39,22 @@ const CLAIM: chrono::Duration = chrono::Duration::seconds(30);
 /// Queues one notification per payout, in the caller's transaction.
 pub async fn enqueue<C: ConnectionTrait>(conn: &C, payouts: &[(String, i32)]) -> Result<(), DbErr> {
     let now = time::now();
-    for chunk in payouts.chunks(1000) {
-        let rows: Vec<email_outbox::ActiveModel> = chunk
-            .iter()
-            .map(|(payout_id, attempt)| {
-                email_outbox::Model {
-                    id: ids::new_id(ids::IdKind::Email),
-                    payout_id: payout_id.clone(),
-                    payout_attempt: *attempt,
-                    message_id: format!("<{payout_id}.{attempt}@payroll.local>"),
-                    status: EmailStatus::Pending,
-                    attempts: 0,
-                    next_attempt_at: now,
-                    last_error: None,
-                    created_at: now,
-                    sent_at: None,
-                }
-                .into_active_model()
-            })
-            .collect();
-        email_outbox::Entity::insert_many(rows)
-            .exec_without_returning(conn)
-            .await?;
-    }
+    let rows = payouts.iter().map(|(payout_id, attempt)| {
+        email_outbox::Model {
+            id: ids::new_id(ids::IdKind::Email),
+            payout_id: payout_id.clone(),
+            payout_attempt: *attempt,
+            message_id: format!("<{payout_id}.{attempt}@payroll.local>"),
+            status: EmailStatus::Pending,
+            attempts: 0,
+            next_attempt_at: now,
+            last_error: None,
+            created_at: now,
+            sent_at: None,
+        }
+        .into_active_model()
+    });
+    bulk::insert_chunked(conn, rows, None).await?;
     Ok(())
 }
 
