@@ -39,8 +39,8 @@ pub struct IdempotencyClaim {
 }
 
 impl IdempotencyClaim {
-    pub fn target(&self) -> payroll_actors::ack::IdempotencyTarget {
-        payroll_actors::ack::IdempotencyTarget {
+    pub fn target(&self) -> payroll_actors::acknowledgement::IdempotencyTarget {
+        payroll_actors::acknowledgement::IdempotencyTarget {
             lineage_id: self.lineage_id.clone(),
             key: self.key.clone(),
             locked_until: self.locked_until,
@@ -496,8 +496,13 @@ impl RequestInfo {
                 None => body.clone(),
             };
             let kept = String::from_utf8(kept).map_err(ApiError::internal)?;
-            payroll_actors::ack::complete_idempotency(&*tx, &claim.target(), status.as_u16(), kept)
-                .await?;
+            payroll_actors::acknowledgement::complete_idempotency(
+                &*tx,
+                &claim.target(),
+                status.as_u16(),
+                kept,
+            )
+            .await?;
         }
         let facts = self.audit_facts(self.route.method.as_str(), &self.path);
         let entry = crate::audit::request_entry(

@@ -2,38 +2,7 @@
 //! ([`RequestInfo::commit`]); reads and refusals go to the batching `AuditWriter`.
 
 use payroll_entities::{ActorType, audit_entry, ids, time};
-use serde_json::{Value, json};
-
-/// What a write did, for its audit entry.
-#[derive(Debug, Clone)]
-pub struct AuditRecord {
-    /// `PAYROLL_RUN_CREATED`, `EMPLOYEE_UPDATED`, …
-    pub action: &'static str,
-    pub resource_type: &'static str,
-    pub resource_id: String,
-    /// Before/after of changed fields; for bulk operations counts and the first 20 ids.
-    pub details: Value,
-}
-
-impl AuditRecord {
-    pub fn new(
-        action: &'static str,
-        resource_type: &'static str,
-        resource_id: impl Into<String>,
-    ) -> AuditRecord {
-        AuditRecord {
-            action,
-            resource_type,
-            resource_id: resource_id.into(),
-            details: json!({}),
-        }
-    }
-
-    pub fn details(mut self, details: Value) -> AuditRecord {
-        self.details = details;
-        self
-    }
-}
+use serde_json::Value;
 
 /// The facts of one API request an entry records.
 #[derive(Debug, Clone, Default)]
@@ -71,24 +40,4 @@ pub fn request_entry(
     }
 }
 
-/// An entry of the service itself (`SYSTEM`) or an administrator's command (`ADMIN`).
-pub fn actor_entry(actor_type: ActorType, record: &AuditRecord) -> audit_entry::Model {
-    audit_entry::Model {
-        id: ids::new_id(ids::IdKind::Audit),
-        occurred_at: time::now(),
-        request_id: None,
-        actor_type,
-        api_key_id: None,
-        method: None,
-        path: None,
-        operation: None,
-        action: Some(record.action.to_owned()),
-        resource_type: Some(record.resource_type.to_owned()),
-        resource_id: Some(record.resource_id.clone()),
-        status_code: None,
-        idempotency_key: None,
-        details: record.details.clone(),
-    }
-}
-
-pub use payroll_actors::ack::insert_audit as insert;
+pub use payroll_actors::audit::{AuditRecord, actor_entry, insert};

@@ -1,7 +1,8 @@
 //! The actors of the payroll service. No HTTP types live here: handlers pass what an actor
 //! must persist as plain data.
 
-pub mod ack;
+pub mod acknowledgement;
+pub mod audit;
 pub mod audit_writer;
 pub mod events;
 pub mod exchange;

@@ -17,7 +17,8 @@ use super::{
     transitions::{self, PayoutOp, RunOp, recount},
 };
 use crate::{
-    ack::{Acknowledgement, AuditAction, BalanceCheck, Outcome, first_ids, status_change},
+    acknowledgement::{Acknowledgement, BalanceCheck, Outcome},
+    audit::{AuditRecord, first_ids, status_change},
     events::{insert_events, payout_event, run_event},
     exchange::actor::QuoteFees,
     mailer,
@@ -40,8 +41,8 @@ fn refused(run: &payroll_run::Model, command: &RunCommand) -> RunError {
     }
 }
 
-fn run_action(action: &'static str, run: &payroll_run::Model, details: Value) -> AuditAction {
-    AuditAction {
+fn run_action(action: &'static str, run: &payroll_run::Model, details: Value) -> AuditRecord {
+    AuditRecord {
         action,
         resource_type: "payroll_run",
         resource_id: run.id.clone(),
@@ -54,7 +55,7 @@ async fn finish_request(
     tx: WriteTx,
     ack: Acknowledgement,
     outcome: Outcome,
-    action: AuditAction,
+    action: AuditRecord,
     snapshot: Snapshot,
     mail: bool,
 ) -> Result<Done, RunError> {
@@ -77,7 +78,7 @@ async fn answer_run(
     ack: Acknowledgement,
     run: payroll_run::Model,
     job: Option<job::Model>,
-    action: AuditAction,
+    action: AuditRecord,
     mail: bool,
 ) -> Result<Done, RunError> {
     let snapshot = Snapshot {
@@ -594,7 +595,7 @@ async fn retry(
     let (outcome, action) = match only {
         Some(_) => {
             let p = failed.into_iter().next().ok_or(RunError::Stale)?;
-            let action = AuditAction {
+            let action = AuditRecord {
                 action: "PAYOUT_RETRIED",
                 resource_type: "payout",
                 resource_id: p.id.clone(),
@@ -666,7 +667,7 @@ async fn cancel_payout(
         store::save_job(&*tx, job).await?;
     }
     insert_events(&tx, vec![payout_event("payout.cancelled", &p)]).await?;
-    let action = AuditAction {
+    let action = AuditRecord {
         action: "PAYOUT_CANCELLED",
         resource_type: "payout",
         resource_id: p.id.clone(),

@@ -16,7 +16,8 @@ use super::{
     planning, store,
 };
 use crate::{
-    ack::{AuditAction, Outcome, first_ids},
+    acknowledgement::Outcome,
+    audit::{AuditRecord, first_ids},
     events::{insert_events, run_event},
 };
 
@@ -157,7 +158,7 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
         created_by_key_id,
         ..run
     };
-    let action = AuditAction {
+    let action = AuditRecord {
         action: "PAYROLL_RUN_CREATED",
         resource_type: "payroll_run",
         resource_id: run.id.clone(),

@@ -17,7 +17,7 @@ use super::{
     store::{self, Snapshot},
 };
 use crate::{
-    ack::{insert_audit, system_entry},
+    audit::{self, system_entry},
     events::{insert_events, run_event},
     exchange::actor::GetBalances,
     telemetry::CountedSend,
@@ -173,7 +173,7 @@ pub async fn watch_funds(deps: &RunDeps, snapshot: Snapshot) -> Result<Snapshot,
         vec![run_event("payroll.run.deposited", &after, job.as_ref())],
     )
     .await?;
-    insert_audit(
+    audit::insert(
         &*tx,
         system_entry(
             "PAYROLL_RUN_DEPOSITED",

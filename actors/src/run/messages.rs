@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use payroll_entities::{RunStatus, RunType, job, payroll_run};
 
 use super::transitions::{PayoutRefused, Refused};
-use crate::ack::Acknowledgement;
+use crate::acknowledgement::Acknowledgement;
 
 #[derive(Debug, Clone)]
 pub enum RunCommand {

@@ -13,7 +13,7 @@ use super::{
     transitions::{self, RunOp, recount},
 };
 use crate::{
-    ack::{first_ids, insert_audit, status_change, system_entry},
+    audit::{self, first_ids, status_change, system_entry},
     events::{insert_events, payout_event, run_event},
     exchange::{RemoteStatus, WithdrawalOutcome, WithdrawalRequest, actor::Lookup},
     telemetry::CountedSend,
@@ -160,13 +160,13 @@ async fn apply_changes(
     }
     insert_events(&tx, events).await?;
     if !completed.is_empty() {
-        insert_audit(&*tx, system_entry("PAYOUTS_COMPLETED", "payroll_run", &run.id, json!({
+        audit::insert(&*tx, system_entry("PAYOUTS_COMPLETED", "payroll_run", &run.id, json!({
             "count": completed.len(), "first_payout_ids": first_ids(completed.iter().map(String::as_str)),
         })))
         .await?;
     }
     if !failed.is_empty() {
-        insert_audit(&*tx, system_entry("PAYOUTS_FAILED", "payroll_run", &run.id, json!({
+        audit::insert(&*tx, system_entry("PAYOUTS_FAILED", "payroll_run", &run.id, json!({
             "count": failed.len(), "first_payout_ids": first_ids(failed.iter().map(String::as_str)),
         })))
         .await?;
@@ -320,7 +320,7 @@ pub async fn report_stuck(
     payout_ids: &[String],
 ) -> Result<(), RunError> {
     let tx = deps.db.begin_write().await?;
-    insert_audit(
+    audit::insert(
         &*tx,
         system_entry(
             "PAYOUTS_STUCK",
@@ -389,7 +389,7 @@ pub async fn finish_if_done(
     let mut details = status_change(run.status, next);
     details["payout_summary"] = json!({"completed": after.completed_count, "failed": after.failed_count, "cancelled": after.cancelled_count});
     details["test_run_deductions_credited_usd_cents"] = json!(credited);
-    insert_audit(&*tx, system_entry(action, "payroll_run", &run.id, details)).await?;
+    audit::insert(&*tx, system_entry(action, "payroll_run", &run.id, details)).await?;
     tx.commit().await?;
     Ok((Snapshot { run: after, job }, true))
 }

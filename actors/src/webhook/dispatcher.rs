@@ -37,7 +37,7 @@ use super::{
     signing::{secret_key, signature_header},
 };
 use crate::{
-    ack::{insert_audit, system_entry},
+    audit::{self, system_entry},
     telemetry::{self, ActorKind, CountedSend, Handling, Observed},
 };
 
@@ -707,7 +707,7 @@ async fn disable_endpoint(tx: &WriteTx, endpoint_id: &str, reason: &str) -> Resu
         return Ok(false);
     }
     let failed = fail_pending(&**tx, endpoint_id, &format!("endpoint disabled: {reason}")).await?;
-    insert_audit(
+    audit::insert(
         &**tx,
         system_entry(
             "WEBHOOK_DISABLED",

@@ -6,7 +6,7 @@ use actix_web::{HttpResponse, http::StatusCode};
 use chrono::{DateTime, Utc};
 use payroll_actors::telemetry::CountedSend;
 use payroll_actors::{
-    ack::{Acknowledgement, Outcome},
+    acknowledgement::{Acknowledgement, Outcome},
     run::{
         messages::{RunCommand, RunError, RunRequest},
         transitions,

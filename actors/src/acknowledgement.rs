@@ -4,13 +4,11 @@
 //! answer and the sent one are the same bytes.
 
 use payroll_entities::{
-    ActorType, IdempotencyState, audit_entry, idempotency_record, ids, job, payout, payroll_run,
-    time,
+    IdempotencyState, audit_entry, idempotency_record, job, payout, payroll_run,
 };
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, sea_query::Expr,
-};
-use serde_json::Value;
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, sea_query::Expr};
+
+use crate::audit::{self, AuditRecord};
 
 /// The figures of a balance check (CONTRACT §7).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,25 +61,6 @@ impl std::fmt::Debug for Acknowledgement {
     }
 }
 
-/// What the audit entry of an operation says it did.
-#[derive(Debug, Clone)]
-pub struct AuditAction {
-    pub action: &'static str,
-    pub resource_type: &'static str,
-    pub resource_id: String,
-    pub details: Value,
-}
-
-/// The first ids of a bulk change, as its audit details name them.
-pub fn first_ids<'a>(ids: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    ids.take(20).collect()
-}
-
-/// A status change, as audit details record it.
-pub fn status_change(before: impl serde::Serialize, after: impl serde::Serialize) -> Value {
-    serde_json::json!({"status": {"before": before, "after": after}})
-}
-
 /// Stores an answer in the operation's transaction. Fails (so the operation rolls back) when
 /// the claim is no longer this request's: another request took it over after the lock timeout
 /// and is running the operation itself.
@@ -115,16 +94,6 @@ pub async fn complete_idempotency<C: ConnectionTrait>(
     Ok(())
 }
 
-pub async fn insert_audit<C: ConnectionTrait>(
-    conn: &C,
-    entry: audit_entry::Model,
-) -> Result<(), DbErr> {
-    audit_entry::Entity::insert(entry.into_active_model())
-        .exec_without_returning(conn)
-        .await?;
-    Ok(())
-}
-
 impl Acknowledgement {
     /// Renders the answer, stores it under the idempotency key and writes the audit entry, in
     /// `conn`'s transaction. Returns the answer's body.
@@ -132,7 +101,7 @@ impl Acknowledgement {
         self,
         conn: &C,
         outcome: &Outcome,
-        action: AuditAction,
+        action: AuditRecord,
     ) -> Result<Vec<u8>, DbErr> {
         let body = (self.render)(outcome).map_err(DbErr::Custom)?;
         if let Some(target) = &self.idempotency {
@@ -145,32 +114,7 @@ impl Acknowledgement {
         entry.resource_id = Some(action.resource_id);
         entry.details = action.details;
         entry.status_code = Some(i32::from(self.status));
-        insert_audit(conn, entry).await?;
+        audit::insert(conn, entry).await?;
         Ok(body)
-    }
-}
-
-/// An audit entry of something the service did on its own (`actor_type` SYSTEM).
-pub fn system_entry(
-    action: &str,
-    resource_type: &str,
-    resource_id: &str,
-    details: Value,
-) -> audit_entry::Model {
-    audit_entry::Model {
-        id: ids::new_id(ids::IdKind::Audit),
-        occurred_at: time::now(),
-        request_id: None,
-        actor_type: ActorType::System,
-        api_key_id: None,
-        method: None,
-        path: None,
-        operation: None,
-        action: Some(action.to_owned()),
-        resource_type: Some(resource_type.to_owned()),
-        resource_id: Some(resource_id.to_owned()),
-        status_code: None,
-        idempotency_key: None,
-        details,
     }
 }
