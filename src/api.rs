@@ -16,7 +16,7 @@ use crate::{
 };
 
 /// The API version every response names (CONTRACT §1).
-pub use payroll_entities::views::API_VERSION;
+pub use payroll_actors::views::API_VERSION;
 
 /// The authenticated caller of a request.
 #[derive(Debug, Clone)]

@@ -1,6 +1,7 @@
 //! Issuing API keys, and how a key is shown.
 
 use chrono::{DateTime, Utc};
+use payroll_actors::views::Timestamp;
 use payroll_entities::{ApiKeyStatus, api_key, ids, time};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -16,15 +17,9 @@ pub struct ApiKeyResource {
     pub prefix: String,
     pub scopes: Vec<String>,
     pub status: ApiKeyStatus,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub expires_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub last_used_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<Timestamp>,
+    pub last_used_at: Option<Timestamp>,
+    pub created_at: Timestamp,
     pub rotated_from: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<Option<String>>,
@@ -44,9 +39,9 @@ impl ApiKeyResource {
             prefix: model.prefix.clone(),
             scopes: auth::parse_scope_list(&model.scopes),
             status,
-            expires_at,
-            last_used_at: model.last_used_at,
-            created_at: model.created_at,
+            expires_at: expires_at.map(Timestamp::from),
+            last_used_at: model.last_used_at.map(Timestamp::from),
+            created_at: model.created_at.into(),
             rotated_from: model.rotated_from.clone(),
             key: None,
         }

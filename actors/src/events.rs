@@ -1,13 +1,11 @@
 //! Event rows: one per run or payout transition, in the transition's transaction. Their
 //! `data.object` is the resource as the API shows it.
 
-use payroll_entities::{
-    db::WriteTx,
-    event, ids, job, payout, payroll_run, time,
-    views::{PayoutResource, RunResource},
-};
+use payroll_entities::{db::WriteTx, event, ids, job, payout, payroll_run, time};
 use sea_orm::{DbErr, EntityTrait, IntoActiveModel};
 use serde_json::json;
+
+use crate::views::{PayoutResource, RunResource};
 
 /// Every event kind (CONTRACT §10).
 pub const EVENT_KINDS: &[&str] = &[

@@ -11,4 +11,5 @@ pub mod retention;
 pub mod run;
 pub mod settings;
 pub mod telemetry;
+pub mod views;
 pub mod webhook;

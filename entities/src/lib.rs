@@ -21,7 +21,6 @@ pub mod sandbox_balance;
 pub mod sandbox_withdrawal;
 pub mod time;
 pub mod treasury_transfer;
-pub mod views;
 pub mod webhook_attempt;
 pub mod webhook_delivery;
 pub mod webhook_endpoint;

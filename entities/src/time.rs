@@ -12,31 +12,6 @@ pub fn format(ts: &DateTime<Utc>) -> String {
     ts.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
-/// Serde helpers for `DateTime<Utc>` fields in the wire format.
-pub mod wire {
-    use chrono::{DateTime, Utc};
-    use serde::Serializer;
-
-    pub fn serialize<S: Serializer>(ts: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&super::format(ts))
-    }
-
-    pub mod option {
-        use chrono::{DateTime, Utc};
-        use serde::Serializer;
-
-        pub fn serialize<S: Serializer>(
-            ts: &Option<DateTime<Utc>>,
-            s: S,
-        ) -> Result<S::Ok, S::Error> {
-            match ts {
-                Some(ts) => s.serialize_str(&super::super::format(ts)),
-                None => s.serialize_none(),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,10 +1,10 @@
 //! `/audit-log`: every API request, system action and admin command (scope `audit:read`).
 
 use actix_web::HttpResponse;
-use chrono::{DateTime, Utc};
 use payroll_actors::audit_writer::Flush;
 use payroll_actors::telemetry::CountedSend;
-use payroll_entities::{ActorType, audit_entry, time};
+use payroll_actors::views::Timestamp;
+use payroll_entities::{ActorType, audit_entry};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -14,9 +14,7 @@ use crate::{api::ApiRequest, error::ApiError};
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuditEntryResource {
     pub id: String,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub occurred_at: DateTime<Utc>,
+    pub occurred_at: Timestamp,
     pub request_id: Option<String>,
     pub actor_type: ActorType,
     pub api_key_id: Option<String>,
@@ -38,7 +36,7 @@ impl From<audit_entry::Model> for AuditEntryResource {
     fn from(m: audit_entry::Model) -> AuditEntryResource {
         AuditEntryResource {
             id: m.id,
-            occurred_at: m.occurred_at,
+            occurred_at: m.occurred_at.into(),
             request_id: m.request_id,
             actor_type: m.actor_type,
             api_key_id: m.api_key_id,

@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 
 use actix_web::{HttpResponse, http::StatusCode};
 use chrono::{DateTime, NaiveDate, Utc};
+use payroll_actors::views::Timestamp;
 use payroll_entities::{EmployeeStatus, EmploymentType, Network, Stablecoin, employee, ids, time};
 use sea_orm::{
     ActiveModelTrait,
@@ -41,12 +42,8 @@ pub struct EmployeeResource {
     pub contract_start_date: Option<NaiveDate>,
     #[schema(value_type = Option<String>, format = Date)]
     pub contract_end_date: Option<NaiveDate>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: DateTime<Utc>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 impl From<&employee::Model> for EmployeeResource {
@@ -63,8 +60,8 @@ impl From<&employee::Model> for EmployeeResource {
             wallet_address: m.wallet_address.clone(),
             contract_start_date: m.contract_start_date,
             contract_end_date: m.contract_end_date,
-            created_at: m.created_at,
-            updated_at: m.updated_at,
+            created_at: m.created_at.into(),
+            updated_at: m.updated_at.into(),
         }
     }
 }

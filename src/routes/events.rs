@@ -10,7 +10,7 @@ use crate::{
     error::{ApiError, FieldError},
 };
 
-pub use payroll_entities::views::EventResource;
+pub use payroll_actors::views::EventResource;
 
 #[utoipa::path(get, path = "/events", operation_id = "listEvents", tag = "events",
     params(

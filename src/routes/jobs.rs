@@ -1,7 +1,8 @@
 //! `/jobs/{job_id}`: the progress of an execution.
 
 use actix_web::HttpResponse;
-use payroll_entities::{ids, job, views::JobResource};
+use payroll_actors::views::JobResource;
+use payroll_entities::{ids, job};
 
 use crate::{
     api::{ApiRequest, find_resource},

@@ -2,7 +2,8 @@
 
 use actix_web::{HttpResponse, http::StatusCode};
 use payroll_actors::run::messages::RunCommand;
-use payroll_entities::{ids, payout, views::PayoutResource};
+use payroll_actors::views::PayoutResource;
+use payroll_entities::{ids, payout};
 
 use crate::{
     api::{ApiRequest, find_resource},

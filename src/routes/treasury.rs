@@ -1,8 +1,8 @@
 //! `/treasury`: the exchange account and treasury wallet balances, and transfers between them.
 
 use actix_web::{HttpResponse, http::StatusCode};
-use chrono::{DateTime, Utc};
 use payroll_actors::telemetry::CountedSend;
+use payroll_actors::views::Timestamp;
 use payroll_actors::{
     exchange::{
         ExchangeError,
@@ -53,9 +53,7 @@ pub struct TreasuryBalance {
     pub exchange: ExchangeAccount,
     /// Null where the provider has no treasury wallet (okx).
     pub treasury_wallet: Option<TreasuryWalletResource>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub fetched_at: DateTime<Utc>,
+    pub fetched_at: Timestamp,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -65,12 +63,8 @@ pub struct TransferResource {
     pub amount_usd_cents: i64,
     pub status: TransferStatus,
     pub note: Option<String>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub completed_at: Option<DateTime<Utc>>,
+    pub created_at: Timestamp,
+    pub completed_at: Option<Timestamp>,
 }
 
 impl From<&treasury_transfer::Model> for TransferResource {
@@ -81,8 +75,8 @@ impl From<&treasury_transfer::Model> for TransferResource {
             amount_usd_cents: t.amount_usd_cents,
             status: t.status,
             note: t.note.clone(),
-            created_at: t.created_at,
-            completed_at: t.completed_at,
+            created_at: t.created_at.into(),
+            completed_at: t.completed_at.map(Timestamp::from),
         }
     }
 }
@@ -125,7 +119,7 @@ pub async fn balance(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             network: t.network,
             balance_usd_cents: t.balance.0,
         }),
-        fetched_at: time::now(),
+        fetched_at: time::now().into(),
     })
 }
 

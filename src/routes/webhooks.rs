@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use actix_web::{HttpResponse, http::StatusCode};
 use chrono::{DateTime, Utc};
+use payroll_actors::views::Timestamp;
 use payroll_actors::webhook::{
     dispatcher::EndpointChanged, fail_pending, insert_deliveries, is_valid_pattern, new_delivery,
     signing, valid_patterns_hint,
@@ -41,15 +42,9 @@ pub struct WebhookEndpointResource {
     #[schema(value_type = String)]
     pub status: WebhookStatus,
     pub disabled_reason: Option<String>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub disabled_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: DateTime<Utc>,
+    pub disabled_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
     /// `whsec_` + base64 of 32 bytes: the Standard Webhooks signing secret.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
@@ -65,9 +60,9 @@ impl From<&webhook_endpoint::Model> for WebhookEndpointResource {
             description: e.description.clone(),
             status: e.status,
             disabled_reason: e.disabled_reason.clone(),
-            disabled_at: e.disabled_at,
-            created_at: e.created_at,
-            updated_at: e.updated_at,
+            disabled_at: e.disabled_at.map(Timestamp::from),
+            created_at: e.created_at.into(),
+            updated_at: e.updated_at.into(),
             secret: None,
         }
     }
@@ -90,9 +85,7 @@ impl WebhookEndpointResource {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AttemptResource {
     pub attempt: i32,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub started_at: DateTime<Utc>,
+    pub started_at: Timestamp,
     /// Null when no answer came (timeout, refused connection, blocked address).
     pub response_status: Option<i32>,
     pub duration_ms: i64,
@@ -110,16 +103,10 @@ pub struct DeliveryResource {
     /// Every attempt so far, oldest first.
     pub attempts: Vec<AttemptResource>,
     /// When the next attempt is due (PENDING only).
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub next_attempt_at: Option<Timestamp>,
     pub last_error: Option<String>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: DateTime<Utc>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 impl DeliveryResource {
@@ -134,16 +121,16 @@ impl DeliveryResource {
                 .into_iter()
                 .map(|a| AttemptResource {
                     attempt: a.attempt,
-                    started_at: a.started_at,
+                    started_at: a.started_at.into(),
                     response_status: a.response_status,
                     duration_ms: a.duration_ms,
                     error: a.error,
                 })
                 .collect(),
-            next_attempt_at: d.next_attempt_at,
+            next_attempt_at: d.next_attempt_at.map(Timestamp::from),
             last_error: d.last_error,
-            created_at: d.created_at,
-            updated_at: d.updated_at,
+            created_at: d.created_at.into(),
+            updated_at: d.updated_at.into(),
         }
     }
 }

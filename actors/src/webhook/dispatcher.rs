@@ -18,9 +18,7 @@ use chrono::{DateTime, Utc};
 use payroll_entities::{
     DeliveryStatus, WebhookStatus,
     db::{Db, WriteTx},
-    event, time,
-    views::EventResource,
-    webhook_attempt, webhook_delivery, webhook_endpoint,
+    event, time, webhook_attempt, webhook_delivery, webhook_endpoint,
 };
 use sea_orm::{
     ColumnTrait, Condition, DatabaseBackend, DbErr, EntityTrait, IntoActiveModel, QueryFilter,
@@ -39,6 +37,7 @@ use super::{
 use crate::{
     audit::{self, system_entry},
     telemetry::{self, ActorKind, CountedSend, Handling, Observed},
+    views::EventResource,
 };
 
 /// How often the supervisor looks for due deliveries on its own.

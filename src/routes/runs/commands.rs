@@ -3,7 +3,6 @@
 //! transaction as the change, rendering the answer with the function handed over here.
 
 use actix_web::{HttpResponse, http::StatusCode};
-use chrono::{DateTime, Utc};
 use payroll_actors::telemetry::CountedSend;
 use payroll_actors::{
     acknowledgement::{Acknowledgement, Outcome},
@@ -11,11 +10,9 @@ use payroll_actors::{
         messages::{RunCommand, RunError, RunRequest},
         transitions,
     },
+    views::{PayoutResource, RunResource, Timestamp},
 };
-use payroll_entities::{
-    RunStatus, time,
-    views::{PayoutResource, RunResource},
-};
+use payroll_entities::RunStatus;
 use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
@@ -38,9 +35,7 @@ pub struct BalanceCheckResource {
     pub deficit_usdc_cents: i64,
     /// The run's status after the check (DEPOSITED once a CONFIRMED run is covered).
     pub run_status: RunStatus,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub checked_at: DateTime<Utc>,
+    pub checked_at: Timestamp,
 }
 
 /// The answer's body for an outcome, with the same field order as every other answer.
@@ -58,7 +53,7 @@ fn render(request_id: &str, outcome: &Outcome) -> serde_json::Result<Vec<u8>> {
                 available_usdc_cents: c.available,
                 deficit_usdc_cents: c.deficit,
                 run_status: c.run.status,
-                checked_at: c.checked_at,
+                checked_at: c.checked_at.into(),
             },
             None,
         ),

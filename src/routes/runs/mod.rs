@@ -4,11 +4,12 @@
 use std::collections::HashMap;
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode};
-use payroll_actors::{run::messages::RunCommand, telemetry::CountedSend};
-use payroll_entities::{
-    PayoutStatus, RunStatus, RunType, ids, job, payout, payroll_run,
+use payroll_actors::{
+    run::messages::RunCommand,
+    telemetry::CountedSend,
     views::{PayoutResource, RunResource},
 };
+use payroll_entities::{PayoutStatus, RunStatus, RunType, ids, job, payout, payroll_run};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
 };

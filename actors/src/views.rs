@@ -1,17 +1,60 @@
-//! Resources as the API shows them. Events carry the same JSON (`data.object`), so these live
-//! beside the entities rather than in the HTTP layer.
+//! Resources as the API shows them. Events carry the same JSON (`data.object`) as the API
+//! answers, so the run actors and the HTTP layer share these.
+
+use std::borrow::Cow;
 
 use chrono::{DateTime, Utc};
-use serde::Serialize;
-use utoipa::ToSchema;
-
-use crate::{
+use payroll_entities::{
     JobStatus, Network, PayoutStatus, RunStatus, RunType, Stablecoin, event, job, payout,
     payroll_run, time,
+};
+use serde::{Serialize, Serializer};
+use utoipa::{
+    PartialSchema, ToSchema,
+    openapi::{
+        RefOr, Type,
+        schema::{KnownFormat, ObjectBuilder, Schema, SchemaFormat},
+    },
 };
 
 /// The version of the API's wire format, in every envelope and event.
 pub const API_VERSION: &str = "2026-03-01";
+
+/// An instant as the API shows it: UTC, RFC 3339 with milliseconds and a `Z`
+/// (`2026-03-01T00:00:00.000Z`), exactly as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub DateTime<Utc>);
+
+impl From<DateTime<Utc>> for Timestamp {
+    fn from(ts: DateTime<Utc>) -> Timestamp {
+        Timestamp(ts)
+    }
+}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&time::format(&self.0))
+    }
+}
+
+impl PartialSchema for Timestamp {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some(
+                "UTC, RFC 3339 with milliseconds and a `Z`: `2026-03-01T00:00:00.000Z`.",
+            ))
+            .examples(["2026-03-01T00:00:00.000Z"])
+            .into()
+    }
+}
+
+impl ToSchema for Timestamp {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Timestamp")
+    }
+}
 
 /// An event as `GET /events` lists it and webhooks deliver it: `data.object` is the run or
 /// payout as the API returned it then.
@@ -20,9 +63,7 @@ pub struct EventResource {
     pub id: String,
     #[serde(rename = "type")]
     pub event_type: String,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
+    pub created_at: Timestamp,
     pub api_version: &'static str,
     #[schema(value_type = Object)]
     pub data: serde_json::Value,
@@ -33,7 +74,7 @@ impl From<event::Model> for EventResource {
         EventResource {
             id: e.id,
             event_type: e.event_type,
-            created_at: e.created_at,
+            created_at: e.created_at.into(),
             api_version: API_VERSION,
             data: e.data,
         }
@@ -94,15 +135,9 @@ pub struct JobResource {
     pub related_resource: RelatedResource,
     pub estimated_duration_seconds: i64,
     pub failed_reason: Option<String>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub finished_at: Option<DateTime<Utc>>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
 }
 
 impl From<&job::Model> for JobResource {
@@ -126,9 +161,9 @@ impl From<&job::Model> for JobResource {
             },
             estimated_duration_seconds: j.estimated_duration_seconds,
             failed_reason: j.failed_reason.clone(),
-            created_at: j.created_at,
-            updated_at: j.updated_at,
-            finished_at: j.finished_at,
+            created_at: j.created_at.into(),
+            updated_at: j.updated_at.into(),
+            finished_at: j.finished_at.map(Timestamp::from),
         }
     }
 }
@@ -155,15 +190,9 @@ pub struct RunResource {
     pub is_archived: bool,
     pub label: Option<String>,
     pub note: Option<String>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub period_start: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub period_end: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub pay_date: Option<DateTime<Utc>>,
+    pub period_start: Timestamp,
+    pub period_end: Timestamp,
+    pub pay_date: Option<Timestamp>,
     pub employee_count: i64,
     pub total_amount_usd_cents: i64,
     pub total_fees_usd_cents: i64,
@@ -172,24 +201,12 @@ pub struct RunResource {
     /// The latest execution job, or null before the first execute.
     pub job: Option<JobSummary>,
     pub created_by_key_id: Option<String>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub confirmed_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub deposited_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub executed_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub completed_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub cancelled_at: Option<DateTime<Utc>>,
+    pub created_at: Timestamp,
+    pub confirmed_at: Option<Timestamp>,
+    pub deposited_at: Option<Timestamp>,
+    pub executed_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    pub cancelled_at: Option<Timestamp>,
     pub cancel_reason: Option<String>,
 }
 
@@ -205,9 +222,9 @@ impl RunResource {
             is_archived: m.is_archived,
             label: m.label.clone(),
             note: m.note.clone(),
-            period_start: m.period_start,
-            period_end: m.period_end,
-            pay_date: m.pay_date,
+            period_start: m.period_start.into(),
+            period_end: m.period_end.into(),
+            pay_date: m.pay_date.map(Timestamp::from),
             employee_count: m.employee_count,
             total_amount_usd_cents: m.total_amount_usd_cents,
             total_fees_usd_cents: m.total_fees_usd_cents,
@@ -221,12 +238,12 @@ impl RunResource {
             },
             job: job.map(JobSummary::from),
             created_by_key_id: m.created_by_key_id.clone(),
-            created_at: m.created_at,
-            confirmed_at: m.confirmed_at,
-            deposited_at: m.deposited_at,
-            executed_at: m.executed_at,
-            completed_at: m.completed_at,
-            cancelled_at: m.cancelled_at,
+            created_at: m.created_at.into(),
+            confirmed_at: m.confirmed_at.map(Timestamp::from),
+            deposited_at: m.deposited_at.map(Timestamp::from),
+            executed_at: m.executed_at.map(Timestamp::from),
+            completed_at: m.completed_at.map(Timestamp::from),
+            cancelled_at: m.cancelled_at.map(Timestamp::from),
             cancel_reason: m.cancel_reason.clone(),
         }
     }
@@ -256,18 +273,10 @@ pub struct PayoutResource {
     pub on_chain_tx_hash: Option<String>,
     pub block_explorer_url: Option<String>,
     pub failed_reason: Option<String>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub initiated_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::option::serialize")]
-    #[schema(value_type = Option<String>, format = DateTime)]
-    pub completed_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub created_at: DateTime<Utc>,
-    #[serde(serialize_with = "time::wire::serialize")]
-    #[schema(value_type = String, format = DateTime)]
-    pub updated_at: DateTime<Utc>,
+    pub initiated_at: Option<Timestamp>,
+    pub completed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
 }
 
 impl From<&payout::Model> for PayoutResource {
@@ -293,10 +302,28 @@ impl From<&payout::Model> for PayoutResource {
             on_chain_tx_hash: m.on_chain_tx_hash.clone(),
             block_explorer_url: m.block_explorer_url.clone(),
             failed_reason: m.failed_reason.clone(),
-            initiated_at: m.initiated_at,
-            completed_at: m.completed_at,
-            created_at: m.created_at,
-            updated_at: m.updated_at,
+            initiated_at: m.initiated_at.map(Timestamp::from),
+            completed_at: m.completed_at.map(Timestamp::from),
+            created_at: m.created_at.into(),
+            updated_at: m.updated_at.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    #[test]
+    fn timestamps_show_milliseconds_and_z() {
+        let ts = Utc
+            .with_ymd_and_hms(2026, 3, 1, 7, 5, 9)
+            .single()
+            .expect("valid date")
+            + chrono::Duration::milliseconds(42);
+        let shown = serde_json::to_value([Some(Timestamp(ts)), None]).expect("serializes");
+        assert_eq!(shown, serde_json::json!(["2026-03-01T07:05:09.042Z", null]));
     }
 }
