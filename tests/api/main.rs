@@ -10,6 +10,7 @@ mod execution;
 mod helpers;
 mod idempotency;
 mod instances;
+mod layout;
 mod metrics;
 mod okx;
 mod openapi;
