@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use crate::{
     helpers::{TestApp, spawn_app, spawn_app_with},
+    process::output,
     receiver::Receiver,
 };
 
@@ -19,9 +20,7 @@ async fn payroll(app: &TestApp, key: Option<&str>, args: &[&str]) -> Output {
     if let Some(key) = key {
         command.env("PAYROLL_API_KEY", key);
     }
-    actix_web::rt::task::spawn_blocking(move || command.output().expect("payroll runs"))
-        .await
-        .expect("joined")
+    output(command).await
 }
 
 fn json(out: &Output) -> Value {
@@ -384,9 +383,7 @@ async fn a_profile_supplies_the_url_and_key() {
         .env("HOME", home.path())
         .env_remove("PAYROLL_API_KEY")
         .env_remove("PAYROLL_BASE_URL");
-    let out = actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
-        .await
-        .expect("joined");
+    let out = output(command).await;
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(json(&out)["pagination"]["total"], 0);
     let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
@@ -394,9 +391,7 @@ async fn a_profile_supplies_the_url_and_key() {
         .args(["runs", "list", "--profile", "nope"])
         .env("HOME", home.path())
         .env_remove("PAYROLL_API_KEY");
-    let out = actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
-        .await
-        .expect("joined");
+    let out = output(command).await;
     assert_eq!(code(&out), 2);
 }
 
@@ -860,9 +855,7 @@ async fn https_with_a_private_ca() {
         .env("PAYROLL_BASE_URL", &url)
         .env("PAYROLL_API_KEY", &app.key)
         .env("PAYROLL_CA_CERT", &ca_file);
-    let out = actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
-        .await
-        .expect("joined");
+    let out = output(command).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(json(&out)["pagination"]["total"], 0);
     std::fs::create_dir_all(dir.path().join(".config/payroll")).expect("dir");
@@ -881,9 +874,7 @@ async fn https_with_a_private_ca() {
         .env_remove("PAYROLL_API_KEY")
         .env_remove("PAYROLL_BASE_URL")
         .env_remove("PAYROLL_CA_CERT");
-    let out = actix_web::rt::task::spawn_blocking(move || command.output().expect("runs"))
-        .await
-        .expect("joined");
+    let out = output(command).await;
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(json(&out)["pagination"]["total"], 2);
 

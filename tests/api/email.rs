@@ -2,15 +2,17 @@
 //! payout, and an SMTP outage delays mail but never a payout, nor doubles a message.
 
 use std::{
-    net::TcpListener,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use sea_orm::EntityTrait;
 use serde_json::json;
 
-use crate::helpers::{TestApp, spawn_app_with};
+use crate::{
+    helpers::{TestApp, spawn_app_with},
+    process::{Process, free_port, wait_listening},
+};
 
 const PYTHON: &str = "/usr/bin/python3";
 
@@ -33,7 +35,7 @@ fn aiosmtpd_available() -> bool {
 }
 
 struct SmtpServer {
-    child: Child,
+    _child: Process,
     log: std::path::PathBuf,
 }
 
@@ -49,12 +51,9 @@ impl SmtpServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("aiosmtpd starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "aiosmtpd did not listen");
-            actix_web::rt::time::sleep(Duration::from_millis(50)).await;
-        }
-        SmtpServer { child, log }
+        let child = Process(child);
+        wait_listening(port, "aiosmtpd").await;
+        SmtpServer { _child: child, log }
     }
 
     fn received(&self) -> String {
@@ -76,20 +75,6 @@ impl SmtpServer {
             actix_web::rt::time::sleep(Duration::from_millis(100)).await;
         }
     }
-}
-
-impl Drop for SmtpServer {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("port")
 }
 
 async fn pay_two(app: &TestApp) -> String {

@@ -16,8 +16,8 @@ use sea_orm::{EntityTrait, PaginatorTrait};
 use serde_json::{Value, json};
 
 use crate::{
-    crash::{Server, Setup, db, withdrawn},
     helpers::assert_within_rate_limit,
+    process::{Server, Setup, db, withdrawn},
     receiver::Receiver,
 };
 

@@ -15,6 +15,7 @@ mod metrics;
 mod okx;
 mod openapi;
 mod pipeline;
+mod process;
 mod receiver;
 mod runs;
 mod status;

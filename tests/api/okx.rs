@@ -16,8 +16,8 @@ use sha2::Sha256;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate, matchers};
 
 use crate::{
-    crash::Setup,
     helpers::{TestApp, spawn_app_with},
+    process::Setup,
 };
 
 const API_KEY: &str = "okx-test-key";

@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::{
     helpers::{TestApp, spawn_app_with},
     metrics::funded_run,
+    process::output,
     receiver::Receiver,
 };
 
@@ -155,29 +156,25 @@ fn chromium() -> Option<PathBuf> {
 async fn run_chromium(browser: &Path, profile: &Path, args: Vec<String>) -> String {
     let browser = browser.to_owned();
     let profile = profile.to_owned();
-    let output = actix_web::rt::task::spawn_blocking(move || {
-        Command::new("timeout")
-            .arg("120")
-            .arg(&browser)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--hide-scrollbars",
-                "--window-size=1280,900",
-            ])
-            .arg(format!("--user-data-dir={}", profile.display()))
-            .args(args)
-            .output()
-    })
-    .await
-    .expect("chromium thread")
-    .expect("chromium starts");
+    let mut command = Command::new("timeout");
+    command
+        .arg("120")
+        .arg(&browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            "--window-size=1280,900",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args);
+    let output = output(command).await;
     assert!(
         output.status.success(),
         "chromium failed: {}",

@@ -695,7 +695,7 @@ async fn the_guard_runs_again_before_every_attempt() {
 /// attempt: after a restart both are delivered, each event under its one `webhook-id`.
 #[actix_web::test]
 async fn deliveries_survive_a_kill_9() {
-    use crate::crash::Setup;
+    use crate::process::Setup;
     let receiver = Receiver::start().await;
     let setup = Setup::new()
         .await
