@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{
     deps::RunDeps,
-    funds::funds_transaction,
+    funds::{self, funds_transaction},
     messages::{RunCommand, RunError, RunReply, RunRequest},
     store::{self, Snapshot},
     transitions::{self, PayoutOp, RunOp, recount},
@@ -255,15 +255,9 @@ async fn balance_check(
     let mut after = run.clone();
     let mut action = "PAYROLL_RUN_BALANCE_CHECKED";
     if run.status == RunStatus::Confirmed && f.sufficient() {
-        after.status = transitions::apply(run.status, RunOp::Fund)
+        transitions::apply(run.status, RunOp::Fund)
             .map_err(|_| refused(&run, &RunCommand::BalanceCheck))?;
-        after.deposited_at = Some(time::now());
-        store::save_run(&*tx, run.version, &mut after).await?;
-        insert_events(
-            &tx,
-            vec![run_event("payroll.run.deposited", &after, job.as_ref())],
-        )
-        .await?;
+        after = funds::mark_deposited(&tx, &run, job.as_ref()).await?;
         action = "PAYROLL_RUN_DEPOSITED";
     }
     let check = BalanceCheck {

@@ -3,7 +3,7 @@
 //! transaction holding the funds lock, so two runs never reserve the same money. The funds
 //! watch moves a CONFIRMED run to DEPOSITED once it is covered.
 
-use payroll_entities::{PayoutStatus, RunStatus, db::WriteTx, payout, payroll_run, time};
+use payroll_entities::{PayoutStatus, RunStatus, db::WriteTx, job, payout, payroll_run, time};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
     Statement,
@@ -153,6 +153,21 @@ pub async fn funds_transaction<'a>(
     Ok((tx, Figures::new(available, reserved, required), guard))
 }
 
+/// A CONFIRMED run the funds cover becomes DEPOSITED, with its event, in `tx`. The caller
+/// checked the transition and the funds.
+pub async fn mark_deposited(
+    tx: &WriteTx,
+    run: &payroll_run::Model,
+    job: Option<&job::Model>,
+) -> Result<payroll_run::Model, RunError> {
+    let mut after = run.clone();
+    after.status = RunStatus::Deposited;
+    after.deposited_at = Some(time::now());
+    store::save_run(&**tx, run.version, &mut after).await?;
+    insert_events(tx, vec![run_event("payroll.run.deposited", &after, job)]).await?;
+    Ok(after)
+}
+
 /// The funds watch of a CONFIRMED run: DEPOSITED once covered.
 #[tracing::instrument(skip_all, fields(run_id = %snapshot.run.id))]
 pub async fn watch_funds(deps: &RunDeps, snapshot: Snapshot) -> Result<Snapshot, RunError> {
@@ -164,15 +179,7 @@ pub async fn watch_funds(deps: &RunDeps, snapshot: Snapshot) -> Result<Snapshot,
     if !f.sufficient() {
         return Ok(Snapshot { run, job });
     }
-    let mut after = run.clone();
-    after.status = RunStatus::Deposited;
-    after.deposited_at = Some(time::now());
-    store::save_run(&*tx, run.version, &mut after).await?;
-    insert_events(
-        &tx,
-        vec![run_event("payroll.run.deposited", &after, job.as_ref())],
-    )
-    .await?;
+    let after = mark_deposited(&tx, &run, job.as_ref()).await?;
     audit::insert(
         &*tx,
         system_entry(
