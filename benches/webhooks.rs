@@ -27,7 +27,7 @@ use actix_web::{App, HttpResponse, HttpServer, web};
 use payroll::config::Settings;
 use payroll_actors::{
     events::insert_events,
-    webhook::{sealing::SecretBox, signing::generate_secret},
+    webhook::{secret_box::SecretBox, signing::generate_secret},
 };
 use payroll_entities::{
     DeliveryStatus, WebhookStatus, event, ids, time, webhook_delivery, webhook_endpoint,

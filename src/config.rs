@@ -9,7 +9,7 @@ pub use payroll_actors::settings::{
     EmailSettings, ExchangeSettings, OkxSettings, RunsSettings, SandboxSettings, SmtpSettings,
     TestRunSettings,
 };
-pub use payroll_actors::webhook::WebhookSettings;
+pub use payroll_actors::webhook::settings::WebhookSettings;
 use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");

@@ -25,8 +25,9 @@ use payroll_actors::{
         store as run_store,
     },
     webhook::{
-        dispatcher::{ArbiterGuard, WebhookDeps, WebhookSupervisor},
-        sealing::SecretBox,
+        secret_box::SecretBox,
+        settings::WebhookDeps,
+        supervisor::{ArbiterGuard, WebhookSupervisor},
     },
 };
 use payroll_entities::{ActorType, api_key, db::Db, time};

@@ -8,7 +8,7 @@ use payroll_actors::{
     audit_writer::AuditWriter,
     exchange::actor::ExchangeActor,
     run::manager::RunManager,
-    webhook::{dispatcher::WebhookSupervisor, sealing::SecretBox},
+    webhook::{secret_box::SecretBox, supervisor::WebhookSupervisor},
 };
 use payroll_entities::db::Db;
 

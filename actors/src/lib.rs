@@ -4,6 +4,7 @@
 pub mod acknowledgement;
 pub mod audit;
 pub mod audit_writer;
+pub mod event_kinds;
 pub mod events;
 pub mod exchange;
 pub mod mailer;
@@ -11,5 +12,6 @@ pub mod retention;
 pub mod run;
 pub mod settings;
 pub mod telemetry;
+pub mod tls;
 pub mod views;
 pub mod webhook;

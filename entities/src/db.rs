@@ -23,19 +23,20 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 pub struct Db {
     pub conn: DatabaseConnection,
     write_lock: Option<Arc<Mutex<()>>>,
-    deliveries_hook: Arc<DeliveriesHook>,
+    commit_hook: Arc<CommitHook>,
 }
 
-/// Called after a transaction that wrote webhook deliveries has committed.
+/// Called after a transaction that noted something for after its commit has committed, with
+/// what it noted.
 #[derive(Default)]
-struct DeliveriesHook(OnceLock<Box<dyn Fn(Vec<String>) + Send + Sync>>);
+struct CommitHook(OnceLock<Box<dyn Fn(Vec<String>) + Send + Sync>>);
 
-impl std::fmt::Debug for DeliveriesHook {
+impl std::fmt::Debug for CommitHook {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(if self.0.get().is_some() {
-            "DeliveriesHook(set)"
+            "CommitHook(set)"
         } else {
-            "DeliveriesHook(unset)"
+            "CommitHook(unset)"
         })
     }
 }
@@ -44,9 +45,9 @@ impl std::fmt::Debug for DeliveriesHook {
 pub struct WriteTx {
     tx: DatabaseTransaction,
     _guard: Option<OwnedMutexGuard<()>>,
-    /// Endpoints this transaction wrote deliveries for.
-    wrote_deliveries: StdMutex<Vec<String>>,
-    deliveries_hook: Arc<DeliveriesHook>,
+    /// What this transaction tells the commit hook once it has committed.
+    noted: StdMutex<Vec<String>>,
+    commit_hook: Arc<CommitHook>,
 }
 
 impl Deref for WriteTx {
@@ -58,36 +59,37 @@ impl Deref for WriteTx {
 }
 
 impl WriteTx {
-    /// Commits; then, if webhook deliveries were written, tells the dispatchers.
+    /// Commits; then hands what the transaction noted (if anything) to the commit hook.
     pub async fn commit(self) -> Result<(), DbErr> {
         let WriteTx {
             tx,
             _guard,
-            wrote_deliveries,
-            deliveries_hook,
+            noted,
+            commit_hook,
         } = self;
         tx.commit().await?;
         drop(_guard);
-        let endpoints = wrote_deliveries
+        let noted = noted
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if !endpoints.is_empty()
-            && let Some(hook) = deliveries_hook.0.get()
+        if !noted.is_empty()
+            && let Some(hook) = commit_hook.0.get()
         {
-            hook(endpoints);
+            hook(noted);
         }
         Ok(())
     }
 
-    /// Notes that this transaction wrote deliveries for these endpoints.
-    pub fn wrote_deliveries(&self, endpoint_ids: impl IntoIterator<Item = String>) {
+    /// Notes these keys for the commit hook, told once this transaction commits (each key
+    /// once); a rollback forgets them.
+    pub fn note_for_commit(&self, keys: impl IntoIterator<Item = String>) {
         let mut noted = self
-            .wrote_deliveries
+            .noted
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        for id in endpoint_ids {
-            if !noted.contains(&id) {
-                noted.push(id);
+        for key in keys {
+            if !noted.contains(&key) {
+                noted.push(key);
             }
         }
     }
@@ -128,7 +130,7 @@ impl Db {
         Ok(Db {
             conn,
             write_lock,
-            deliveries_hook: Arc::default(),
+            commit_hook: Arc::default(),
         })
     }
 
@@ -158,14 +160,15 @@ impl Db {
         Ok(WriteTx {
             tx,
             _guard: guard,
-            wrote_deliveries: StdMutex::new(Vec::new()),
-            deliveries_hook: self.deliveries_hook.clone(),
+            noted: StdMutex::new(Vec::new()),
+            commit_hook: self.commit_hook.clone(),
         })
     }
 
-    /// Sets what runs after a commit that wrote webhook deliveries (once per process).
-    pub fn on_deliveries_committed(&self, hook: impl Fn(Vec<String>) + Send + Sync + 'static) {
-        let _ = self.deliveries_hook.0.set(Box::new(hook));
+    /// Sets what runs after a commit that noted keys ([`WriteTx::note_for_commit`]), once per
+    /// process.
+    pub fn after_commit(&self, hook: impl Fn(Vec<String>) + Send + Sync + 'static) {
+        let _ = self.commit_hook.0.set(Box::new(hook));
     }
 
     /// Whether the database answers a trivial query.

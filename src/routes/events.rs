@@ -1,7 +1,7 @@
 //! `/events`: every event the service emitted (CONTRACT §5, §8), newest first.
 
 use actix_web::HttpResponse;
-use payroll_actors::events::{EVENT_KINDS, known_kind};
+use payroll_actors::event_kinds::{EVENT_KINDS, known_kind};
 use payroll_entities::event;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 

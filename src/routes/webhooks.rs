@@ -5,11 +5,12 @@ use payroll_actors::telemetry::CountedSend;
 use std::collections::HashMap;
 
 use actix_web::{HttpResponse, http::StatusCode};
-use chrono::{DateTime, Utc};
 use payroll_actors::views::Timestamp;
 use payroll_actors::webhook::{
-    dispatcher::EndpointChanged, fail_pending, insert_deliveries, is_valid_pattern, new_delivery,
-    signing, valid_patterns_hint,
+    signing,
+    store::{self as webhook_store, fail_pending, insert_deliveries, new_delivery},
+    subscriptions::{is_valid_pattern, valid_patterns_hint},
+    supervisor::EndpointChanged,
 };
 use payroll_entities::{
     DeliveryStatus, WebhookStatus, event, ids, time, webhook_attempt, webhook_delivery,
@@ -556,51 +557,25 @@ pub async fn retry_delivery(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     }
     let tx = db.begin_write().await?;
     // Only a delivery that is final can be sent again; a PENDING one is already on its way.
-    let now = time::now();
-    let changed = webhook_delivery::Entity::update_many()
-        .col_expr(
-            webhook_delivery::Column::Status,
-            sea_orm::sea_query::Expr::value(DeliveryStatus::Pending.as_str()),
-        )
-        .col_expr(
-            webhook_delivery::Column::Manual,
-            sea_orm::sea_query::Expr::value(true),
-        )
-        .col_expr(
-            webhook_delivery::Column::NextAttemptAt,
-            sea_orm::sea_query::Expr::value(now),
-        )
-        .col_expr(
-            webhook_delivery::Column::CompletedAt,
-            sea_orm::sea_query::Expr::value(Option::<DateTime<Utc>>::None),
-        )
-        .col_expr(
-            webhook_delivery::Column::UpdatedAt,
-            sea_orm::sea_query::Expr::value(now),
-        )
-        .filter(webhook_delivery::Column::Id.eq(delivery.id.as_str()))
-        .filter(webhook_delivery::Column::Status.ne(DeliveryStatus::Pending))
-        .exec(&*tx)
-        .await?
-        .rows_affected;
-    if changed != 1 {
-        return Err(ApiError::new(
-            ErrorCode::InvalidStatusTransition,
-            "This delivery is PENDING: its next attempt is already scheduled.",
-        )
-        .detail("current_status", DeliveryStatus::Pending.as_str())
-        .detail("allowed_transitions", json!(["SUCCEEDED", "FAILED"]))
-        .detail("allowed_operations", json!([]))
-        .hint(format!(
-            "Wait for it (next_attempt_at), then retry it if it ends FAILED; GET /api/v1/webhooks/{}/deliveries shows it.",
-            endpoint.id
-        )));
-    }
-    let updated = webhook_delivery::Entity::find_by_id(delivery.id.clone())
-        .one(&*tx)
-        .await?
-        .ok_or_else(|| ApiError::not_found("webhook_delivery", delivery_id))?;
-    tx.wrote_deliveries([endpoint.id.clone()]);
+    let updated = match webhook_store::retry_by_hand(&tx, &delivery).await? {
+        Ok(updated) => updated,
+        Err(refused) => {
+            return Err(ApiError::new(
+                ErrorCode::InvalidStatusTransition,
+                format!(
+                    "This delivery is {}: its next attempt is already scheduled.",
+                    refused.current.as_str()
+                ),
+            )
+            .detail("current_status", refused.current.as_str())
+            .detail("allowed_transitions", json!(refused.allowed_transitions))
+            .detail("allowed_operations", json!([]))
+            .hint(format!(
+                "Wait for it (next_attempt_at), then retry it if it ends FAILED; GET /api/v1/webhooks/{}/deliveries shows it.",
+                endpoint.id
+            )));
+        }
+    };
     let record = AuditRecord::new("WEBHOOK_DELIVERY_RETRIED", "webhook_delivery", &delivery.id)
         .details(json!({"webhook_id": endpoint.id, "before": {"status": delivery.status}, "after": {"status": DeliveryStatus::Pending}}));
     let attempts = attempts_of(&db.conn, vec![updated.id.clone()])

@@ -513,9 +513,9 @@ async fn a_410_disables_at_once_and_pending_deliveries_fail() {
             .exec_without_returning(&*tx)
             .await
             .expect("event");
-        rows.push(payroll_actors::webhook::new_delivery(&id, &event));
+        rows.push(payroll_actors::webhook::store::new_delivery(&id, &event));
     }
-    payroll_actors::webhook::insert_deliveries(&tx, rows)
+    payroll_actors::webhook::store::insert_deliveries(&tx, rows)
         .await
         .expect("deliveries");
     tx.commit().await.expect("commit");
@@ -652,8 +652,9 @@ async fn the_guard_runs_again_before_every_attempt() {
     .await;
     let receiver = Receiver::start().await;
     let pepper = std::fs::read_to_string(app.settings.data.dir.join("key_pepper")).expect("pepper");
-    let sealer = payroll_actors::webhook::sealing::SecretBox::from_pepper(pepper.trim().as_bytes())
-        .expect("box");
+    let sealer =
+        payroll_actors::webhook::secret_box::SecretBox::from_pepper(pepper.trim().as_bytes())
+            .expect("box");
     let now = payroll_entities::time::now();
     let id = payroll_entities::ids::new_id(payroll_entities::ids::IdKind::Webhook);
     let row = payroll_entities::webhook_endpoint::Model {

@@ -142,7 +142,7 @@ impl OkxProvider {
         }
         Ok(OkxProvider {
             base_url: settings.base_url.trim_end_matches('/').to_owned(),
-            tls: crate::webhook::dispatcher::tls_config().map(Arc::new),
+            tls: crate::tls::client_config().map(Arc::new),
             chains,
             deposit_network,
             limiters: Limiters {
