@@ -24,7 +24,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use payroll::{auth, config::Settings};
+use payroll::{config::Settings, http::auth};
 use serde_json::{Value, json};
 
 /// Issue #6's targets on the 2-core reference machine, load generator included.
@@ -116,13 +116,14 @@ async fn run(
     if let Some(url) = &base_url {
         settings.database.url = payroll::config::Secret::new(fresh_schema(url).await?);
     }
-    let admin_key = payroll::admin::create_key(&settings, "bench", &auth::all_scope_names(), None)
-        .await?
-        .key
-        .flatten()
-        .unwrap_or_default();
+    let admin_key =
+        payroll::cli::admin::create_key(&settings, "bench", &auth::all_scope_names(), None)
+            .await?
+            .key
+            .flatten()
+            .unwrap_or_default();
     // The measured reads use a key holding only the scope the route needs.
-    let read_key = payroll::admin::create_key(
+    let read_key = payroll::cli::admin::create_key(
         &settings,
         "bench-read",
         &[auth::Scope::PayrollRead.as_str().to_owned()],

@@ -15,7 +15,7 @@ use common::{fresh_schema, peak_mb, spawn_server, wait_ready};
 
 use std::time::{Duration, Instant};
 
-use payroll::{auth, config::Settings};
+use payroll::{config::Settings, http::auth};
 use serde_json::{Value, json};
 
 fn main() {
@@ -44,7 +44,7 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
     if let Some(url) = &base_url {
         settings.database.url = payroll::config::Secret::new(fresh_schema(url).await?);
     }
-    let key = payroll::admin::create_key(&settings, "bench", &auth::all_scope_names(), None)
+    let key = payroll::cli::admin::create_key(&settings, "bench", &auth::all_scope_names(), None)
         .await?
         .key
         .flatten()

@@ -13,7 +13,7 @@ use common::fresh_schema;
 
 use std::time::{Duration, Instant};
 
-use payroll::{auth, config::Settings, startup::Application};
+use payroll::{config::Settings, http::auth, startup::Application};
 use serde_json::{Value, json};
 
 struct Target {
@@ -57,7 +57,7 @@ async fn run(target: &Target, count: usize) -> anyhow::Result<()> {
     if let Some(url) = &target.url {
         settings.database.url = payroll::config::Secret::new(fresh_schema(url).await?);
     }
-    let key = payroll::admin::create_key(&settings, "bench", &auth::all_scope_names(), None)
+    let key = payroll::cli::admin::create_key(&settings, "bench", &auth::all_scope_names(), None)
         .await?
         .key
         .flatten()

@@ -1,19 +1,9 @@
-//! The payroll disbursement service: HTTP API, request gate, configuration and CLI.
+//! The payroll disbursement service: the HTTP API (the request pipeline in `http/`, one module
+//! per resource in `routes/`), its OpenAPI document, configuration, start-up and the CLI.
 
-pub mod admin;
-pub mod api;
-pub mod audit;
-pub mod auth;
 pub mod cli;
-pub mod client;
-pub mod client_commands;
 pub mod config;
-pub mod dates;
-pub mod error;
-pub mod gate;
-pub mod idempotency;
-pub mod key_cache;
-pub mod keys;
+pub mod http;
 pub mod openapi;
 pub mod routes;
 pub mod startup;

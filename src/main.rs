@@ -2,10 +2,12 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 use payroll::{
-    admin,
-    cli::{AdminCommand, Cli, Command, SandboxCommand},
-    client::{Client, Failure},
-    client_commands,
+    cli::{
+        admin,
+        args::{AdminCommand, Cli, Command, SandboxCommand},
+        client::{Client, Failure},
+        commands,
+    },
     config::Settings,
     startup::{self, Application},
     telemetry,
@@ -27,7 +29,7 @@ fn main() -> ExitCode {
 /// A client command: one API operation over HTTP.
 fn client(cli: Cli) -> ExitCode {
     let result = actix_web::rt::System::new().block_on(async move {
-        let profile = payroll::client::load_profile(cli.profile.as_deref())?;
+        let profile = payroll::cli::client::load_profile(cli.profile.as_deref())?;
         let base_url = cli
             .base_url
             .or(profile.base_url)
@@ -41,7 +43,7 @@ fn client(cli: Cli) -> ExitCode {
             cli.idempotency_key,
             ca_cert.as_deref(),
         )?;
-        client_commands::execute(&client, cli.command).await
+        commands::execute(&client, cli.command).await
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,

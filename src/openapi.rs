@@ -9,13 +9,13 @@ use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
 use crate::{
-    api::API_VERSION,
-    error::ErrorCode,
+    http::{error::ErrorCode, route::RouteSpec},
     routes::{
-        self, ROUTES, api_keys, audit_log, docs, employees, events, jobs, payouts, runs, treasury,
+        ROUTES, api_keys, audit_log, docs, employees, events, jobs, payouts, runs, treasury,
         webhooks,
     },
 };
+use payroll_actors::views::API_VERSION;
 
 #[derive(OpenApi)]
 #[openapi(
@@ -67,7 +67,7 @@ use crate::{
         events::list,
         audit_log::list,
     ),
-    components(schemas(crate::api::Pagination))
+    components(schemas(crate::http::envelope::Pagination))
 )]
 struct ApiDoc;
 
@@ -162,7 +162,7 @@ fn error_schema() -> Value {
 }
 
 /// Adds what the route table knows to one operation.
-fn decorate(op: &mut Value, spec: &routes::RouteSpec) {
+fn decorate(op: &mut Value, spec: &RouteSpec) {
     let scopes = spec.scope_names();
     if scopes.is_empty() {
         op["security"] = json!([]);
@@ -236,7 +236,7 @@ fn wrap_in_envelope(response: &mut Value) {
     *schema = json!({"type": "object", "required": required, "properties": properties});
 }
 
-fn error_statuses(spec: &routes::RouteSpec) -> Vec<(u16, &'static str)> {
+fn error_statuses(spec: &RouteSpec) -> Vec<(u16, &'static str)> {
     let mut out = vec![(
         400,
         "Invalid request (INVALID_REQUEST_BODY, INVALID_QUERY_PARAMETER, UNSUPPORTED_API_VERSION…)",

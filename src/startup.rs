@@ -37,10 +37,12 @@ use sea_orm::{EntityTrait, IntoActiveModel, PaginatorTrait};
 use serde_json::json;
 
 use crate::{
-    audit::{self, AuditRecord},
-    auth,
     config::{Secret, Settings},
-    gate, keys, routes,
+    http::{
+        audit::{self, AuditRecord},
+        auth, keys, pipeline,
+    },
+    routes,
     state::{Actors, AppState},
     telemetry,
 };
@@ -221,7 +223,13 @@ impl Application {
             secrets,
             instance_id: lease.owner.clone(),
         };
-        let state = web::Data::new(AppState::new(settings.clone(), db, pepper, actors));
+        let state = web::Data::new(AppState::new(
+            settings.clone(),
+            db,
+            pepper,
+            actors,
+            crate::openapi::document_json(),
+        ));
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
             .with_context(|| {
                 format!(
@@ -234,7 +242,7 @@ impl Application {
         let server = HttpServer::new(move || {
             App::new()
                 .app_data(app_state.clone())
-                .wrap(from_fn(gate::gate))
+                .wrap(from_fn(pipeline::gate))
                 .wrap(from_fn(telemetry::http_metrics))
                 .route("/healthz", web::get().to(routes::health::healthz))
                 .route("/metrics", web::get().to(routes::prometheus::metrics))

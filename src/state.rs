@@ -14,7 +14,7 @@ use payroll_entities::db::Db;
 
 use crate::{
     config::{Secret, Settings},
-    key_cache::{KEY_CACHE_TTL, VerifiedKeys},
+    http::key_cache::{KEY_CACHE_TTL, VerifiedKeys},
 };
 
 pub struct AppState {
@@ -36,6 +36,8 @@ pub struct AppState {
     pub secrets: Arc<SecretBox>,
     /// This process's instance id (the owner of its run leases).
     pub instance_id: String,
+    /// The OpenAPI document as served, built once at start-up.
+    pub openapi_json: &'static str,
 }
 
 /// The actors handlers talk to.
@@ -56,7 +58,13 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    pub fn new(settings: Arc<Settings>, db: Db, pepper: Secret, actors: Actors) -> AppState {
+    pub fn new(
+        settings: Arc<Settings>,
+        db: Db,
+        pepper: Secret,
+        actors: Actors,
+        openapi_json: &'static str,
+    ) -> AppState {
         let per_second =
             NonZeroU32::new(settings.api.rate_limit_per_second).unwrap_or(NonZeroU32::MIN);
         let burst = NonZeroU32::new(settings.api.rate_limit_burst).unwrap_or(NonZeroU32::MIN);
@@ -75,6 +83,7 @@ impl AppState {
             webhooks: actors.webhooks,
             secrets: actors.secrets,
             instance_id: actors.instance_id,
+            openapi_json,
         }
     }
 }

@@ -46,6 +46,13 @@ mod tests {
     use super::*;
 
     #[test]
+    fn cents_read_as_usd() {
+        assert_eq!(Cents(123_456).display_usd(), "1234.56");
+        assert_eq!(Cents(5).display_usd(), "0.05");
+        assert_eq!(Cents(-250).display_usd(), "-2.50");
+    }
+
+    #[test]
     fn sums_are_checked() {
         assert_eq!(Cents::sum([Cents(1), Cents(2)]), Some(Cents(3)));
         assert_eq!(Cents::sum([Cents(i64::MAX), Cents(1)]), None);

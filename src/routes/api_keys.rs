@@ -11,13 +11,14 @@ use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use crate::{
-    api::{ApiRequest, find_resource},
+use crate::http::{
     audit::AuditRecord,
     auth,
     dates::{DateInput, DayEdge},
     error::{ApiError, FieldError},
     keys::{self, ApiKeyResource},
+    request::ApiRequest,
+    resource::find_resource,
 };
 
 #[derive(Debug, Deserialize, ToSchema)]
@@ -166,7 +167,7 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (status, _) = auth::key_status(&old, now);
     if status != payroll_entities::ApiKeyStatus::Active {
         return Err(ApiError::new(
-            crate::error::ErrorCode::InvalidStatusTransition,
+            crate::http::error::ErrorCode::InvalidStatusTransition,
             format!("Only an ACTIVE key can be rotated; this one is {status}."),
         )
         .detail("current_status", status.as_str())

@@ -9,7 +9,7 @@ use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::{api::ApiRequest, error::ApiError};
+use crate::http::{error::ApiError, request::ApiRequest};
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AuditEntryResource {

@@ -2,24 +2,19 @@
 
 use actix_web::HttpResponse;
 
-use crate::{
-    api::ApiRequest,
+use super::html::escape;
+use crate::http::{
     error::{ApiError, ErrorCode},
+    request::ApiRequest,
 };
 
 /// The OpenAPI 3.1 document.
 #[utoipa::path(get, path = "/openapi.json", operation_id = "getOpenApiDocument", tag = "meta",
     responses((status = 200, description = "This OpenAPI 3.1 document", content_type = "application/json")))]
-pub async fn openapi_document(_req: ApiRequest) -> Result<HttpResponse, ApiError> {
+pub async fn openapi_document(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok()
         .content_type("application/json; charset=utf-8")
-        .body(crate::openapi::document_json()))
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+        .body(req.state().openapi_json))
 }
 
 /// Every error code with its meaning and recovery; `docs_url` anchors point here.

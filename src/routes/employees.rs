@@ -18,10 +18,14 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
 use crate::{
-    api::{ApiRequest, BodyType, find_resource, merge_errors, parse_collecting, parse_partial},
-    audit::AuditRecord,
-    dates::Day,
-    error::{ApiError, ErrorCode, FieldError},
+    http::{
+        audit::AuditRecord,
+        body::{merge_errors, parse_collecting, parse_partial},
+        dates::Day,
+        error::{ApiError, ErrorCode, FieldError},
+        request::{ApiRequest, BodyType},
+        resource::find_resource,
+    },
     routes::api_keys::EmptyRequest,
     wallet,
 };

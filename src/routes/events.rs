@@ -5,9 +5,9 @@ use payroll_actors::event_kinds::{EVENT_KINDS, known_kind};
 use payroll_entities::event;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 
-use crate::{
-    api::ApiRequest,
+use crate::http::{
     error::{ApiError, FieldError},
+    request::ApiRequest,
 };
 
 pub use payroll_actors::views::EventResource;

@@ -3,7 +3,7 @@
 use actix_web::{HttpResponse, web};
 use serde_json::json;
 
-use crate::{error::ApiError, state::AppState};
+use crate::{http::error::ApiError, state::AppState};
 
 /// The process is alive.
 pub async fn healthz() -> HttpResponse {

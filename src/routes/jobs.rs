@@ -4,10 +4,7 @@ use actix_web::HttpResponse;
 use payroll_actors::views::JobResource;
 use payroll_entities::{ids, job};
 
-use crate::{
-    api::{ApiRequest, find_resource},
-    error::ApiError,
-};
+use crate::http::{error::ApiError, request::ApiRequest, resource::find_resource};
 
 #[utoipa::path(get, path = "/jobs/{job_id}", operation_id = "getJob", tag = "jobs",
     params(("job_id" = String, Path)),

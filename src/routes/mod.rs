@@ -8,6 +8,7 @@ pub mod docs;
 pub mod employees;
 pub mod events;
 pub mod health;
+pub mod html;
 pub mod jobs;
 pub mod payouts;
 pub mod prometheus;
@@ -16,71 +17,14 @@ pub mod status;
 pub mod treasury;
 pub mod webhooks;
 
-use actix_web::{HttpRequest, Route, http::Method, web};
+use actix_web::{HttpRequest, http::Method, web};
 use serde_json::json;
 
-use crate::{
+use crate::http::{
     auth::Scope,
     error::{ApiError, ErrorCode},
+    route::{Access, BodyKind, PathParams, RouteSpec, any, match_pattern},
 };
-
-/// Who may call a route.
-#[derive(Debug, Clone, Copy)]
-pub enum Access {
-    Public,
-    /// A key holding any one of these scopes.
-    AnyOf(&'static [Scope]),
-}
-
-/// What body a route reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BodyKind {
-    None,
-    Json,
-    /// JSON or CSV, up to `api.max_import_bytes`.
-    Import,
-}
-
-pub struct RouteSpec {
-    pub method: Method,
-    /// Relative to `/api/v1`, with `{name}` parameters.
-    pub path: &'static str,
-    pub operation: &'static str,
-    pub access: Access,
-    pub body: BodyKind,
-    pub handler: fn(Route) -> Route,
-}
-
-impl std::fmt::Debug for RouteSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {} ({})", self.method, self.path, self.operation)
-    }
-}
-
-impl RouteSpec {
-    /// The `/runs` alias of a `/payroll-runs` path.
-    pub fn alias(&self) -> Option<String> {
-        self.path
-            .strip_prefix("/payroll-runs")
-            .map(|rest| format!("/runs{rest}"))
-    }
-
-    pub fn is_write(&self) -> bool {
-        matches!(self.method, Method::POST | Method::PATCH | Method::DELETE)
-    }
-
-    /// The scope names this route requires (any one of them).
-    pub fn scope_names(&self) -> Vec<&'static str> {
-        match self.access {
-            Access::Public => Vec::new(),
-            Access::AnyOf(scopes) => scopes.iter().map(|s| s.as_str()).collect(),
-        }
-    }
-}
-
-const fn any(scopes: &'static [Scope]) -> Access {
-    Access::AnyOf(scopes)
-}
 
 use Scope::*;
 
@@ -129,32 +73,6 @@ pub static ROUTES: &[RouteSpec] = &[
     RouteSpec { method: Method::GET, path: "/events", operation: "listEvents", access: any(&[PayrollRead]), body: BodyKind::None, handler: |r| r.to(events::list) },
     RouteSpec { method: Method::GET, path: "/audit-log", operation: "listAuditEntries", access: any(&[AuditRead]), body: BodyKind::None, handler: |r| r.to(audit_log::list) },
 ];
-
-/// Path parameters of a matched route: name and value.
-pub type PathParams = Vec<(&'static str, String)>;
-
-/// Matches `path` (relative to `/api/v1`) against `pattern`; returns the path parameters.
-fn match_pattern(pattern: &'static str, path: &str) -> Option<PathParams> {
-    let mut params = Vec::new();
-    let mut pattern_segments = pattern.split('/');
-    let mut path_segments = path.split('/');
-    loop {
-        match (pattern_segments.next(), path_segments.next()) {
-            (None, None) => return Some(params),
-            (Some(p), Some(s)) => {
-                if let Some(name) = p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-                    if s.is_empty() {
-                        return None;
-                    }
-                    params.push((name, s.to_owned()));
-                } else if p != s {
-                    return None;
-                }
-            }
-            _ => return None,
-        }
-    }
-}
 
 /// The route for `method` and `path`, preferring literal segments over parameters;
 /// 404 `ROUTE_NOT_FOUND` or 405 `METHOD_NOT_ALLOWED` otherwise.

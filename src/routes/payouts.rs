@@ -6,10 +6,8 @@ use payroll_actors::views::PayoutResource;
 use payroll_entities::{ids, payout};
 
 use crate::{
-    api::{ApiRequest, find_resource},
-    error::ApiError,
-    routes::api_keys::EmptyRequest,
-    routes::runs,
+    http::{error::ApiError, request::ApiRequest, resource::find_resource},
+    routes::{api_keys::EmptyRequest, runs},
 };
 
 async fn find_payout(req: &ApiRequest) -> Result<payout::Model, ApiError> {

@@ -9,7 +9,7 @@ use payroll_entities::{
 };
 use sea_orm::{ColumnTrait, DatabaseBackend, EntityTrait, PaginatorTrait, QueryFilter};
 
-use crate::{error::ApiError, state::AppState, telemetry};
+use crate::{http::error::ApiError, state::AppState, telemetry};
 
 pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     let Some(handle) = telemetry::metrics_handle() else {

@@ -31,10 +31,13 @@ use sea_orm::{
     sea_query::{Expr, Func},
 };
 
+use super::html::escape;
 use crate::{
-    auth::{self, Scope},
-    error::{ApiError, ErrorCode},
-    gate,
+    http::{
+        auth::{self, Scope},
+        error::{ApiError, ErrorCode},
+        pipeline,
+    },
     state::AppState,
 };
 
@@ -147,7 +150,7 @@ pub async fn status_page(
 async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
-) -> Result<crate::api::Caller, ApiError> {
+) -> Result<crate::http::request::Caller, ApiError> {
     let basic_key = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -167,11 +170,11 @@ async fn authenticate(
                 ApiError::new(ErrorCode::InvalidApiKey, "The API key is malformed.")
             })?;
             bearer.insert(header::AUTHORIZATION, value);
-            gate::authenticate(state, &bearer).await?
+            pipeline::authenticate(state, &bearer).await?
         }
-        None => gate::authenticate(state, headers).await?,
+        None => pipeline::authenticate(state, headers).await?,
     };
-    gate::rate_limit(state, &caller.key_id)?;
+    pipeline::rate_limit(state, &caller.key_id)?;
     Ok(caller)
 }
 
@@ -299,7 +302,7 @@ async fn render_exchange(html: &mut String, state: &AppState) {
             let _ = write!(
                 html,
                 "<tr><th>Available balance</th><td>{} USDC</td></tr>",
-                usdc(balances.available.0)
+                balances.available.display_usd()
             );
         }
         Ok(Ok(Err(err))) => {
@@ -486,40 +489,9 @@ fn display_url(url: &str) -> String {
     }
 }
 
-/// Cents as USDC with two decimals.
-fn usdc(cents: i64) -> String {
-    let sign = if cents < 0 { "-" } else { "" };
-    let abs = cents.unsigned_abs();
-    format!("{sign}{}.{:02}", abs / 100, abs % 100)
-}
-
-/// Escapes text for HTML content and quoted attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_markup_and_quotes() {
-        assert_eq!(
-            escape(r#"<b a="1">Tom & 'Jerry'</b>"#),
-            "&lt;b a=&quot;1&quot;&gt;Tom &amp; &#39;Jerry&#39;&lt;/b&gt;"
-        );
-    }
 
     #[test]
     fn urls_lose_credentials_and_queries() {
@@ -532,12 +504,5 @@ mod tests {
             "http://127.0.0.1:9/ok"
         );
         assert_eq!(display_url("https://a.example"), "https://a.example");
-    }
-
-    #[test]
-    fn cents_read_as_usdc() {
-        assert_eq!(usdc(123_456), "1234.56");
-        assert_eq!(usdc(5), "0.05");
-        assert_eq!(usdc(-250), "-2.50");
     }
 }

@@ -19,9 +19,12 @@ use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 use crate::{
-    api::{ApiRequest, merge_errors},
-    audit::AuditRecord,
-    error::{ApiError, ErrorCode, FieldError},
+    http::{
+        audit::AuditRecord,
+        body::merge_errors,
+        error::{ApiError, ErrorCode, FieldError},
+        request::ApiRequest,
+    },
     routes::runs::exchange_failed,
 };
 

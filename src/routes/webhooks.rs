@@ -24,10 +24,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
-use crate::{
-    api::{ApiRequest, find_resource},
+use crate::http::{
     audit::AuditRecord,
     error::{ApiError, ErrorCode, FieldError},
+    request::ApiRequest,
+    resource::find_resource,
 };
 
 /// A webhook endpoint. `secret` appears only in the create and rotate-secret answers (and is
@@ -249,7 +250,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             }
         },
     };
-    crate::api::merge_errors(&mut errors, checks);
+    crate::http::body::merge_errors(&mut errors, checks);
     if errors.is_empty()
         && let Some(url) = &url
         && let Err(refused) = policy.check_url_resolved(url.as_str()).await

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use payroll::routes::{Access, ROUTES};
+use payroll::{http::route::Access, routes::ROUTES};
 use serde_json::json;
 
 use crate::helpers::{new_key, spawn_app, spawn_app_with};

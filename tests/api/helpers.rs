@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use awc::http::StatusCode;
-use payroll::{auth, config::Settings, startup::Application};
+use payroll::{config::Settings, http::auth, startup::Application};
 use serde_json::{Value, json};
 
 pub struct TestApp {
@@ -85,7 +85,7 @@ pub async fn spawn_app_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
         payroll::telemetry::init(&settings.log);
     }
     let scopes = auth::all_scope_names();
-    let admin = payroll::admin::create_key(&settings, "test-admin", &scopes, None)
+    let admin = payroll::cli::admin::create_key(&settings, "test-admin", &scopes, None)
         .await
         .expect("admin key");
     let app = Application::build(settings.clone())

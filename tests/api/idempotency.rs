@@ -1,6 +1,6 @@
 //! Idempotency-Key: replay, reuse, concurrency, and failures that store nothing.
 
-use payroll::{api::IdempotencyClaim, idempotency};
+use payroll::http::{idempotency, request::IdempotencyClaim};
 use serde_json::json;
 
 use crate::helpers::{evm_address, new_key, spawn_app, spawn_app_with};

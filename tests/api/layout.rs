@@ -72,7 +72,23 @@ fn no_module_import_cycles() {
                 || *name == "payroll-migration"
         );
         for cycle in graph.cycles() {
-            report.push(format!("{name}: {}", cycle.join(" <-> ")));
+            let edges: Vec<String> = cycle
+                .iter()
+                .flat_map(|from| {
+                    graph
+                        .edges
+                        .get(from)
+                        .into_iter()
+                        .flatten()
+                        .filter(|to| cycle.contains(to))
+                        .map(move |to| format!("  {from} -> {to}"))
+                })
+                .collect();
+            report.push(format!(
+                "{name}: {}\n{}",
+                cycle.join(" <-> "),
+                edges.join("\n")
+            ));
         }
     }
     assert!(

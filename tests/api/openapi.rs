@@ -1,6 +1,6 @@
 //! The OpenAPI document describes every route the server serves.
 
-use payroll::routes::{Access, ROUTES};
+use payroll::{http::route::Access, routes::ROUTES};
 use serde_json::Value;
 
 use crate::helpers::spawn_app;

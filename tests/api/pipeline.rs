@@ -231,7 +231,7 @@ async fn docs_page_lists_every_error_code() {
     let app = spawn_app().await;
     let res = app.send("GET", "/api/v1/docs", None, None, None, &[]).await;
     assert_eq!(res.status, 200);
-    for code in payroll::error::ErrorCode::ALL {
+    for code in payroll::http::error::ErrorCode::ALL {
         assert!(
             res.text.contains(&format!("id=\"{}\"", code.as_str())),
             "{}",

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use payroll::{auth, config::Settings};
+use payroll::{config::Settings, http::auth};
 use payroll_entities::{db::Db, sandbox_withdrawal};
 use sea_orm::{EntityTrait, PaginatorTrait};
 use serde_json::{Value, json};
@@ -89,13 +89,17 @@ impl Setup {
             settings.database.url = payroll::config::Secret::new(fresh_pg_schema(&base).await);
         }
         let database_url = settings.database_url();
-        let key =
-            payroll::admin::create_key(&settings, "crash-test", &auth::all_scope_names(), None)
-                .await
-                .expect("key")
-                .key
-                .flatten()
-                .expect("plaintext");
+        let key = payroll::cli::admin::create_key(
+            &settings,
+            "crash-test",
+            &auth::all_scope_names(),
+            None,
+        )
+        .await
+        .expect("key")
+        .key
+        .flatten()
+        .expect("plaintext");
         Setup {
             dir,
             database_url,

@@ -17,10 +17,11 @@ use serde::Serialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
-use crate::{
-    api::{ApiRequest, AuditRecorded, envelope_bytes, json_response},
+use crate::http::{
     audit,
+    envelope::{envelope_bytes, json_response},
     error::{ApiError, ErrorCode},
+    request::{ApiRequest, AuditRecorded},
 };
 
 /// The answer of a balance check (CONTRACT §5, §7).
@@ -151,7 +152,7 @@ pub fn run_error(req: &ApiRequest, run_id: &str, err: RunError) -> ApiError {
         RunError::Invalid(errors) => ApiError::validation(
             errors
                 .into_iter()
-                .map(|(field, message)| crate::error::FieldError::new(field, message))
+                .map(|(field, message)| crate::http::error::FieldError::new(field, message))
                 .collect(),
         ),
         RunError::Exchange(reason) => exchange_failed(req, &reason),

@@ -11,10 +11,11 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::commands;
-use crate::{
-    api::{ApiRequest, merge_errors, parse_partial},
+use crate::http::{
+    body::{merge_errors, parse_partial},
     dates::{DateInput, DayEdge},
     error::{ApiError, FieldError},
+    request::ApiRequest,
 };
 
 /// One payee of an `ad_hoc` or `reimbursement` run.

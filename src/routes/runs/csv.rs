@@ -7,7 +7,7 @@ use futures_util::stream;
 use payroll_entities::{PayoutStatus, payout, time};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Payouts read per page.
 const CSV_PAGE: u64 = 1000;

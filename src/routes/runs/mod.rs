@@ -24,9 +24,12 @@ pub use commands::{BalanceCheckResource, exchange_failed, send};
 pub use create::{CreateRunRequest, RunItem};
 
 use crate::{
-    api::{ApiRequest, find_resource},
-    auth::{self, Scope},
-    error::ApiError,
+    http::{
+        auth::{self, Scope},
+        error::ApiError,
+        request::ApiRequest,
+        resource::find_resource,
+    },
     routes::api_keys::EmptyRequest,
 };
 

@@ -12,9 +12,11 @@ use sea_orm::{
 use sha2::{Digest, Sha256};
 
 use crate::{
-    api::IdempotencyClaim,
     config::IdempotencySettings,
-    error::{ApiError, ErrorCode},
+    http::{
+        error::{ApiError, ErrorCode},
+        request::IdempotencyClaim,
+    },
 };
 
 /// The key from the `Idempotency-Key` header: a UUID v4, bare or quoted, kept lower-case.

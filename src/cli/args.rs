@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::client::Format;
+use crate::cli::client::Format;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -5,7 +5,7 @@ use actix_web::{HttpResponse, ResponseError, http::StatusCode};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::api::API_VERSION;
+use payroll_actors::views::API_VERSION;
 
 macro_rules! error_codes {
     ($($variant:ident = ($code:literal, $status:literal, $meaning:literal, $hint:literal)),+ $(,)?) => {

@@ -28,16 +28,18 @@ use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
 use serde_json::json;
 
 use crate::{
-    api::{
-        API_VERSION, ApiRequest, AuditRecorded, BodyType, Caller, IdempotencyClaim, RequestInfo,
+    http::{
+        audit::{self, RequestFacts},
+        auth,
+        error::{ApiError, ErrorCode},
+        idempotency::{self, Verdict},
+        request::{ApiRequest, AuditRecorded, BodyType, Caller, IdempotencyClaim, RequestInfo},
+        route::{Access, BodyKind},
     },
-    audit::{self, RequestFacts},
-    auth,
-    error::{ApiError, ErrorCode},
-    idempotency::{self, Verdict},
-    routes::{self, Access, BodyKind},
+    routes,
     state::AppState,
 };
+use payroll_actors::views::API_VERSION;
 
 const API_PREFIX: &str = "/api/v1";
 
@@ -307,7 +309,7 @@ async fn admit(
     })))
 }
 
-/// Looks the bearer key up by its keyed hash (held briefly, see [`crate::key_cache`]) and
+/// Looks the bearer key up by its keyed hash (held briefly, see [`crate::http::key_cache`]) and
 /// checks it is usable now.
 pub(crate) async fn authenticate(
     state: &AppState,

@@ -7,11 +7,13 @@ use sea_orm::{EntityTrait, IntoActiveModel};
 use serde_json::json;
 
 use crate::{
-    audit::{self, AuditRecord},
-    auth,
     config::Settings,
-    dates::{DayEdge, parse_instant},
-    keys::{self, ApiKeyResource},
+    http::{
+        audit::{self, AuditRecord},
+        auth,
+        dates::{DayEdge, parse_instant},
+        keys::{self, ApiKeyResource},
+    },
     startup,
 };
 

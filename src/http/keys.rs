@@ -6,7 +6,7 @@ use payroll_entities::{ApiKeyStatus, api_key, ids, time};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::auth;
+use crate::http::auth;
 
 /// An API key as the API shows it. `key` (the plaintext) is present only in the answers of
 /// create and rotate, and `null` in their idempotent replays.

@@ -5,11 +5,14 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     cli::{
-        AuditCommand, Command, EmployeeFields, EmployeesCommand, EventsCommand, JobsCommand,
-        KeysCommand, Page, PayoutsCommand, RunsCommand, TreasuryCommand, WaitArgs, WebhooksCommand,
+        args::{
+            AuditCommand, Command, EmployeeFields, EmployeesCommand, EventsCommand, JobsCommand,
+            KeysCommand, Page, PayoutsCommand, RunsCommand, TreasuryCommand, WaitArgs,
+            WebhooksCommand,
+        },
+        client::{Call, Client, Failure, Format},
     },
-    client::{Call, Client, Failure, Format},
-    dates::DateInput,
+    http::dates::DateInput,
 };
 
 /// Refuses a malformed date before any request is sent.

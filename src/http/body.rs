@@ -1,0 +1,113 @@
+//! JSON bodies parsed so that every invalid field is listed, not just the first.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::http::error::FieldError;
+
+/// Deserializes `value` into `T`, failing with every invalid field.
+pub fn parse_collecting<T: DeserializeOwned>(value: Value) -> Result<T, Vec<FieldError>> {
+    match parse_partial(value) {
+        (Some(parsed), errors) if errors.is_empty() => Ok(parsed),
+        (_, errors) => Err(errors),
+    }
+}
+
+/// Deserializes `value` into `T`; on a type error records it, removes the offending top-level
+/// field and tries again. Returns what parsed without the bad fields (so that further checks
+/// can run on the rest) and the type errors.
+pub fn parse_partial<T: DeserializeOwned>(mut value: Value) -> (Option<T>, Vec<FieldError>) {
+    let mut errors = Vec::new();
+    for _ in 0..64 {
+        match serde_path_to_error::deserialize::<_, T>(&value) {
+            Ok(parsed) => return (Some(parsed), errors),
+            Err(err) => {
+                let path = err.path().to_string();
+                let path = if path == "." { String::new() } else { path };
+                errors.push(FieldError::new(
+                    &path,
+                    describe_serde_error(&err.inner().to_string()),
+                ));
+                let top = err.path().iter().next().and_then(|seg| match seg {
+                    serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+                    _ => None,
+                });
+                let removed = match (top, value.as_object_mut()) {
+                    (Some(key), Some(map)) => map.remove(&key).is_some(),
+                    _ => false,
+                };
+                if !removed {
+                    return (None, errors);
+                }
+            }
+        }
+    }
+    (None, errors)
+}
+
+/// Adds `more` to `errors`, skipping fields that already have an error (or one inside them).
+pub fn merge_errors(errors: &mut Vec<FieldError>, more: Vec<FieldError>) {
+    for error in more {
+        let covered = errors.iter().any(|e| {
+            e.field == error.field
+                || e.field
+                    .strip_prefix(error.field.as_str())
+                    .is_some_and(|rest| rest.starts_with('[') || rest.starts_with('.'))
+        });
+        if !covered {
+            errors.push(error);
+        }
+    }
+}
+
+/// serde's messages, made plainer for people and agents.
+fn describe_serde_error(message: &str) -> String {
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        return format!("unknown field {rest}");
+    }
+    if message.contains("expected i64") || message.contains("expected u64") {
+        return format!("{message} (a whole number of cents or a count)");
+    }
+    message.to_owned()
+}
+
+/// Query parameters, taken one by one so that unknown ones can be reported.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Item {
+        amount: Option<i64>,
+    }
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        name: Option<String>,
+        count: Option<i64>,
+        items: Option<Vec<Item>>,
+    }
+
+    #[test]
+    fn every_invalid_field_is_listed() {
+        let value =
+            serde_json::json!({"name": 1, "count": "x", "extra": true, "items": [{"amount": "y"}]});
+        let errors = parse_collecting::<Body>(value).expect_err("invalid");
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields.len(), 4, "{errors:?}");
+        for f in ["name", "count", "extra", "items[0].amount"] {
+            assert!(fields.contains(&f), "{f} missing from {fields:?}");
+        }
+    }
+
+    #[test]
+    fn valid_bodies_parse() {
+        let body: Body = parse_collecting(serde_json::json!({"name": "a"})).expect("valid");
+        assert_eq!(body.name.as_deref(), Some("a"));
+    }
+}

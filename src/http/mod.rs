@@ -1,0 +1,17 @@
+//! The request pipeline and what handlers share: authentication, scopes, rate limits,
+//! idempotency, audit, errors, the request, the envelope, bodies, query strings and dates.
+
+pub mod audit;
+pub mod auth;
+pub mod body;
+pub mod dates;
+pub mod envelope;
+pub mod error;
+pub mod idempotency;
+pub mod key_cache;
+pub mod keys;
+pub mod pipeline;
+pub mod query;
+pub mod request;
+pub mod resource;
+pub mod route;

@@ -1,0 +1,90 @@
+//! What the route table says of a route: method, path, operationId, who may call it and what
+//! body it reads; and matching a path against a route's pattern.
+
+use actix_web::{Route, http::Method};
+
+use crate::http::auth::Scope;
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy)]
+pub enum Access {
+    Public,
+    /// A key holding any one of these scopes.
+    AnyOf(&'static [Scope]),
+}
+
+/// What body a route reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    None,
+    Json,
+    /// JSON or CSV, up to `api.max_import_bytes`.
+    Import,
+}
+
+pub struct RouteSpec {
+    pub method: Method,
+    /// Relative to `/api/v1`, with `{name}` parameters.
+    pub path: &'static str,
+    pub operation: &'static str,
+    pub access: Access,
+    pub body: BodyKind,
+    pub handler: fn(Route) -> Route,
+}
+
+impl std::fmt::Debug for RouteSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} ({})", self.method, self.path, self.operation)
+    }
+}
+
+impl RouteSpec {
+    /// The `/runs` alias of a `/payroll-runs` path.
+    pub fn alias(&self) -> Option<String> {
+        self.path
+            .strip_prefix("/payroll-runs")
+            .map(|rest| format!("/runs{rest}"))
+    }
+
+    pub fn is_write(&self) -> bool {
+        matches!(self.method, Method::POST | Method::PATCH | Method::DELETE)
+    }
+
+    /// The scope names this route requires (any one of them).
+    pub fn scope_names(&self) -> Vec<&'static str> {
+        match self.access {
+            Access::Public => Vec::new(),
+            Access::AnyOf(scopes) => scopes.iter().map(|s| s.as_str()).collect(),
+        }
+    }
+}
+
+pub const fn any(scopes: &'static [Scope]) -> Access {
+    Access::AnyOf(scopes)
+}
+
+/// Path parameters of a matched route: name and value.
+pub type PathParams = Vec<(&'static str, String)>;
+
+/// Matches `path` (relative to `/api/v1`) against `pattern`; returns the path parameters.
+pub fn match_pattern(pattern: &'static str, path: &str) -> Option<PathParams> {
+    let mut params = Vec::new();
+    let mut pattern_segments = pattern.split('/');
+    let mut path_segments = path.split('/');
+    loop {
+        match (pattern_segments.next(), path_segments.next()) {
+            (None, None) => return Some(params),
+            (Some(p), Some(s)) => {
+                if let Some(name) = p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                    if s.is_empty() {
+                        return None;
+                    }
+                    params.push((name, s.to_owned()));
+                } else if p != s {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+}
