@@ -33,7 +33,7 @@ use payroll_actors::views::API_VERSION;
         api_keys::revoke,
         employees::list,
         employees::create,
-        employees::import,
+        employees::bulk_import::import,
         employees::get,
         employees::update,
         employees::deactivate,

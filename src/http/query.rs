@@ -2,6 +2,8 @@
 
 use std::collections::HashMap;
 
+use sea_orm::{ConnectionTrait, DbErr, EntityTrait, PaginatorTrait, QuerySelect, Select};
+
 use actix_web::web;
 
 use crate::http::error::{ApiError, FieldError};
@@ -127,6 +129,33 @@ impl Query {
         } else {
             Err(ApiError::query(self.errors))
         }
+    }
+}
+
+/// One page of `select` (ordered by the caller) and the number of rows it pages through:
+/// what every list answer shows.
+pub async fn fetch_page<E, C>(
+    conn: &C,
+    select: Select<E>,
+    page: Page,
+) -> Result<(Vec<E::Model>, u64), DbErr>
+where
+    E: EntityTrait,
+    E::Model: Sync,
+    C: ConnectionTrait,
+{
+    let total = select.clone().count(conn).await?;
+    Ok((page.rows(conn, select).await?, total))
+}
+
+impl Page {
+    /// The rows of `select` this page holds.
+    pub async fn rows<E, C>(self, conn: &C, select: Select<E>) -> Result<Vec<E::Model>, DbErr>
+    where
+        E: EntityTrait,
+        C: ConnectionTrait,
+    {
+        select.limit(self.limit).offset(self.offset).all(conn).await
     }
 }
 

@@ -3,14 +3,12 @@
 use actix_web::{HttpResponse, http::StatusCode};
 use chrono::Duration;
 use payroll_entities::{api_key, ids, time};
-use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, EntityTrait, IntoActiveModel, PaginatorTrait, QueryOrder,
-    QuerySelect,
-};
+use sea_orm::{ActiveModelTrait, ActiveValue::Set, EntityTrait, IntoActiveModel, QueryOrder};
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
+use crate::http::query::fetch_page;
 use crate::http::{
     audit::AuditRecord,
     auth,
@@ -58,14 +56,10 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let page = query.page();
     query.finish(&["limit", "offset"])?;
     let db = &req.state().db.conn;
-    let total = api_key::Entity::find().count(db).await?;
+    let select = api_key::Entity::find().order_by_desc(api_key::Column::Id);
+    let (rows, total) = fetch_page(db, select, page).await?;
     let now = time::now();
-    let items: Vec<ApiKeyResource> = api_key::Entity::find()
-        .order_by_desc(api_key::Column::Id)
-        .limit(page.limit)
-        .offset(page.offset)
-        .all(db)
-        .await?
+    let items: Vec<ApiKeyResource> = rows
         .iter()
         .map(|k| ApiKeyResource::from_model(k, now))
         .collect();

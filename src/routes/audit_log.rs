@@ -5,10 +5,11 @@ use payroll_actors::audit_writer::Flush;
 use payroll_actors::telemetry::CountedSend;
 use payroll_actors::views::Timestamp;
 use payroll_entities::{ActorType, audit_entry};
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::http::query::fetch_page;
 use crate::http::{error::ApiError, request::ApiRequest};
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -112,15 +113,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         select = select.filter(audit_entry::Column::OccurredAt.lt(before));
     }
     let db = &req.state().db.conn;
-    let total = select.clone().count(db).await?;
-    let items: Vec<AuditEntryResource> = select
-        .order_by_desc(audit_entry::Column::Id)
-        .limit(page.limit)
-        .offset(page.offset)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(AuditEntryResource::from)
-        .collect();
+    let (rows, total) = fetch_page(db, select.order_by_desc(audit_entry::Column::Id), page).await?;
+    let items: Vec<AuditEntryResource> = rows.into_iter().map(AuditEntryResource::from).collect();
     req.list(&items, page, total)
 }

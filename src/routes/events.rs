@@ -3,8 +3,9 @@
 use actix_web::HttpResponse;
 use payroll_actors::event_kinds::{EVENT_KINDS, known_kind};
 use payroll_entities::event;
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 
+use crate::http::query::fetch_page;
 use crate::http::{
     error::{ApiError, FieldError},
     request::ApiRequest,
@@ -33,16 +34,8 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         select = select.filter(event::Column::CreatedAt.gt(after));
     }
     let db = &req.state().db.conn;
-    let total = select.clone().count(db).await?;
-    let items: Vec<EventResource> = select
-        .order_by_desc(event::Column::Id)
-        .limit(page.limit)
-        .offset(page.offset)
-        .all(db)
-        .await?
-        .into_iter()
-        .map(EventResource::from)
-        .collect();
+    let (rows, total) = fetch_page(db, select.order_by_desc(event::Column::Id), page).await?;
+    let items: Vec<EventResource> = rows.into_iter().map(EventResource::from).collect();
     req.list(&items, page, total)
 }
 

@@ -39,7 +39,7 @@ pub static ROUTES: &[RouteSpec] = &[
     RouteSpec { method: Method::POST, path: "/api-keys/{key_id}/rotate", operation: "rotateApiKey", access: any(&[KeysManage]), body: BodyKind::Json, handler: |r| r.to(api_keys::rotate) },
     RouteSpec { method: Method::GET, path: "/employees", operation: "listEmployees", access: any(&[EmployeesRead]), body: BodyKind::None, handler: |r| r.to(employees::list) },
     RouteSpec { method: Method::POST, path: "/employees", operation: "createEmployee", access: any(&[EmployeesWrite]), body: BodyKind::Json, handler: |r| r.to(employees::create) },
-    RouteSpec { method: Method::POST, path: "/employees/import", operation: "importEmployees", access: any(&[EmployeesWrite]), body: BodyKind::Import, handler: |r| r.to(employees::import) },
+    RouteSpec { method: Method::POST, path: "/employees/import", operation: "importEmployees", access: any(&[EmployeesWrite]), body: BodyKind::Import, handler: |r| r.to(employees::bulk_import::import) },
     RouteSpec { method: Method::GET, path: "/employees/{employee_id}", operation: "getEmployee", access: any(&[EmployeesRead]), body: BodyKind::None, handler: |r| r.to(employees::get) },
     RouteSpec { method: Method::PATCH, path: "/employees/{employee_id}", operation: "updateEmployee", access: any(&[EmployeesWrite]), body: BodyKind::Json, handler: |r| r.to(employees::update) },
     RouteSpec { method: Method::DELETE, path: "/employees/{employee_id}", operation: "deactivateEmployee", access: any(&[EmployeesWrite]), body: BodyKind::Json, handler: |r| r.to(employees::deactivate) },

@@ -17,13 +17,14 @@ use payroll_entities::{
     webhook_endpoint,
 };
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter,
+    QueryOrder,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
+use crate::http::query::fetch_page;
 use crate::http::{
     audit::AuditRecord,
     error::{ApiError, ErrorCode, FieldError},
@@ -315,16 +316,10 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         select = select.filter(webhook_endpoint::Column::Status.eq(status));
     }
     let db = &req.state().db.conn;
-    let total = select.clone().count(db).await?;
-    let items: Vec<WebhookEndpointResource> = select
-        .order_by_desc(webhook_endpoint::Column::Id)
-        .limit(page.limit)
-        .offset(page.offset)
-        .all(db)
-        .await?
-        .iter()
-        .map(WebhookEndpointResource::from)
-        .collect();
+    let (rows, total) =
+        fetch_page(db, select.order_by_desc(webhook_endpoint::Column::Id), page).await?;
+    let items: Vec<WebhookEndpointResource> =
+        rows.iter().map(WebhookEndpointResource::from).collect();
     req.list(&items, page, total)
 }
 
@@ -493,13 +488,8 @@ pub async fn deliveries(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         let canonical = super::events::kind_filter("event_type", &kind)?;
         select = select.filter(webhook_delivery::Column::EventType.eq(canonical));
     }
-    let total = select.clone().count(db).await?;
-    let rows = select
-        .order_by_desc(webhook_delivery::Column::Id)
-        .limit(page.limit)
-        .offset(page.offset)
-        .all(db)
-        .await?;
+    let (rows, total) =
+        fetch_page(db, select.order_by_desc(webhook_delivery::Column::Id), page).await?;
     let mut attempts = attempts_of(db, rows.iter().map(|d| d.id.clone()).collect()).await?;
     let items: Vec<DeliveryResource> = rows
         .into_iter()

@@ -10,9 +10,7 @@ use payroll_actors::{
     views::{PayoutResource, RunResource},
 };
 use payroll_entities::{PayoutStatus, RunStatus, RunType, ids, job, payout, payroll_run};
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -23,6 +21,7 @@ mod csv;
 pub use commands::{BalanceCheckResource, exchange_failed, send};
 pub use create::{CreateRunRequest, RunItem};
 
+use crate::http::query::fetch_page;
 use crate::{
     http::{
         auth::{self, Scope},
@@ -165,8 +164,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         _ => select.order_by_desc(payroll_run::Column::Id),
     };
     let db = &req.state().db.conn;
-    let total = select.clone().count(db).await?;
-    let runs = select.limit(page.limit).offset(page.offset).all(db).await?;
+    let (runs, total) = fetch_page(db, select, page).await?;
     let jobs = jobs_of(db, &runs).await?;
     let items: Vec<RunResource> = runs
         .iter()
@@ -244,11 +242,8 @@ pub async fn payouts(req: ApiRequest, http: HttpRequest) -> Result<HttpResponse,
                 + run.cancelled_count) as u64
         }
     };
-    let items: Vec<PayoutResource> = select
-        .order_by_desc(payout::Column::Id)
-        .limit(page.limit)
-        .offset(page.offset)
-        .all(db)
+    let items: Vec<PayoutResource> = page
+        .rows(db, select.order_by_desc(payout::Column::Id))
         .await?
         .iter()
         .map(PayoutResource::from)

@@ -1,0 +1,221 @@
+//! `POST /employees/import`: CSV or JSON rows, every row validated before anything is written,
+//! upserted by email.
+
+use std::collections::{HashMap, HashSet};
+
+use actix_web::{HttpResponse, http::StatusCode};
+use payroll_entities::{employee, time};
+use sea_orm::{
+    ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect, sea_query::OnConflict,
+};
+use serde_json::{Map, Value, json};
+
+use super::input::*;
+use crate::http::{
+    audit::AuditRecord,
+    body::{merge_errors, parse_partial},
+    error::{ApiError, FieldError},
+    request::{ApiRequest, BodyType},
+};
+
+/// The import rows as JSON objects, from a JSON array or a CSV document with a header row.
+fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
+    match req.body_type {
+        BodyType::Json => match req.json_value()? {
+            Value::Array(rows) => Ok(rows),
+            _ => Err(ApiError::validation(vec![FieldError::new(
+                "",
+                "the body must be a JSON array of employees (or CSV with Content-Type: text/csv)",
+            )])),
+        },
+        BodyType::Csv => {
+            let mut reader = csv::ReaderBuilder::new()
+                .trim(csv::Trim::All)
+                .from_reader(req.body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&req.body));
+            let headers = reader
+                .headers()
+                .map_err(|e| {
+                    ApiError::validation(vec![FieldError::new("", format!("CSV header row: {e}"))])
+                })?
+                .clone();
+            let mut rows = Vec::new();
+            for (i, record) in reader.records().enumerate() {
+                let record = record.map_err(|e| {
+                    ApiError::validation(vec![FieldError::new(
+                        format!("rows[{i}]"),
+                        format!("CSV: {e}"),
+                    )])
+                })?;
+                let mut row = Map::new();
+                for (header, value) in headers.iter().zip(record.iter()) {
+                    if value.is_empty() {
+                        continue;
+                    }
+                    let value = if header == "salary_usd_cents" {
+                        value
+                            .parse::<i64>()
+                            .map(Value::from)
+                            .unwrap_or_else(|_| Value::String(value.to_owned()))
+                    } else {
+                        Value::String(value.to_owned())
+                    };
+                    row.insert(header.to_owned(), value);
+                }
+                rows.push(Value::Object(row));
+            }
+            Ok(rows)
+        }
+    }
+}
+
+/// Optional fields a row may leave out; on update they keep their stored value.
+const OPTIONAL_FIELDS: [(&str, employee::Column); 5] = [
+    ("status", employee::Column::Status),
+    ("employment_type", employee::Column::EmploymentType),
+    ("stablecoin", employee::Column::Stablecoin),
+    ("contract_start_date", employee::Column::ContractStartDate),
+    ("contract_end_date", employee::Column::ContractEndDate),
+];
+
+#[utoipa::path(post, path = "/employees/import", operation_id = "importEmployees", tag = "employees",
+    request_body(content = Vec<EmployeeInput>, description = "A JSON array of employees, or text/csv whose header row names the same fields. Every row is validated before anything is written; rows upsert by email.",
+        content_type = "application/json"),
+    responses((status = 200, description = "How many employees were created and updated", body = ImportResult)))]
+pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let rows = import_rows(&req)?;
+    let mut errors = Vec::new();
+    let mut valid_rows = Vec::with_capacity(rows.len());
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (i, row) in rows.into_iter().enumerate() {
+        let prefix = format!("rows[{i}].");
+        let present: u8 = OPTIONAL_FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(_, (name, _))| row.get(*name).is_some())
+            .fold(0, |mask, (bit, _)| mask | (1 << bit));
+        if !row.is_object() {
+            errors.push(FieldError::new(
+                format!("rows[{i}]"),
+                "each row must be a JSON object",
+            ));
+            continue;
+        }
+        let (input, type_errors) = parse_partial::<EmployeeInput>(row);
+        let mut row_errors: Vec<FieldError> = type_errors
+            .into_iter()
+            .map(|e| FieldError::new(format!("{prefix}{}", e.field), e.message))
+            .collect();
+        let Some(input) = input else {
+            errors.append(&mut row_errors);
+            continue;
+        };
+        let mut checks = Vec::new();
+        let valid = validate(&input, &prefix, &mut checks);
+        merge_errors(&mut row_errors, checks);
+        let had_errors = !row_errors.is_empty();
+        errors.append(&mut row_errors);
+        if let Some(valid) = valid.filter(|_| !had_errors) {
+            let key = valid.email.to_lowercase();
+            if let Some(first) = seen.insert(key, i) {
+                errors.push(FieldError::new(
+                    format!("{prefix}email"),
+                    format!("the same email as rows[{first}]"),
+                ));
+            }
+            valid_rows.push((valid, present));
+        }
+        if errors.len() >= 1000 {
+            errors.push(FieldError::new(
+                "",
+                "too many errors; the first 1000 are listed",
+            ));
+            break;
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    if valid_rows.is_empty() {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "",
+            "the import holds no rows",
+        )]));
+    }
+
+    let now = time::now();
+    let tx = req.state().db.begin_write().await?;
+    let existing: HashSet<String> = employee::Entity::find()
+        .select_only()
+        .column(employee::Column::EmailLower)
+        .into_tuple::<String>()
+        .all(&*tx)
+        .await?
+        .into_iter()
+        .collect();
+    let total = valid_rows.len() as u64;
+    let updated = valid_rows
+        .iter()
+        .filter(|(v, _)| existing.contains(&v.email.to_lowercase()))
+        .count() as u64;
+    // Grouped by which optional fields the rows name; converted to SQL a chunk at a time.
+    let mut groups: HashMap<u8, Vec<employee::Model>> = HashMap::new();
+    let mut first_ids = Vec::new();
+    for (valid, present) in valid_rows {
+        let model = new_model(valid, now);
+        if first_ids.len() < 20 {
+            first_ids.push(model.email.clone());
+        }
+        groups.entry(present).or_default().push(model);
+    }
+    for (present, models) in groups {
+        let mut update_columns = vec![
+            employee::Column::Name,
+            employee::Column::NameLower,
+            employee::Column::Email,
+            employee::Column::SalaryUsdCents,
+            employee::Column::Network,
+            employee::Column::WalletAddress,
+            employee::Column::UpdatedAt,
+        ];
+        for (bit, (_, column)) in OPTIONAL_FIELDS.iter().enumerate() {
+            if present & (1 << bit) != 0 {
+                update_columns.push(*column);
+            }
+        }
+        let on_conflict = OnConflict::column(employee::Column::EmailLower)
+            .update_columns(update_columns)
+            .to_owned();
+        let mut models = models.into_iter().peekable();
+        while models.peek().is_some() {
+            let chunk: Vec<employee::ActiveModel> = models
+                .by_ref()
+                .take(1000)
+                .map(IntoActiveModel::into_active_model)
+                .collect();
+            employee::Entity::insert_many(chunk)
+                .on_conflict(on_conflict.clone())
+                .exec_without_returning(&*tx)
+                .await?;
+        }
+    }
+    let first_ids: Vec<String> = employee::Entity::find()
+        .select_only()
+        .column(employee::Column::Id)
+        .filter(employee::Column::EmailLower.is_in(first_ids.iter().map(|e| e.to_lowercase())))
+        .into_tuple()
+        .all(&*tx)
+        .await?;
+    let result = ImportResult {
+        created: total - updated,
+        updated,
+        total,
+    };
+    let record = AuditRecord::new("EMPLOYEES_IMPORTED", "employee", "*").details(json!({
+        "created": result.created,
+        "updated": result.updated,
+        "total": result.total,
+        "first_employee_ids": first_ids,
+    }));
+    req.commit::<_, ImportResult>(tx, StatusCode::OK, &result, None, record)
+        .await
+}

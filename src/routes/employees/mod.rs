@@ -1,0 +1,284 @@
+//! `/employees`: payees, their wallets and salaries; CSV or JSON bulk import.
+
+pub mod bulk_import;
+pub mod input;
+
+use actix_web::{HttpResponse, http::StatusCode};
+use payroll_entities::{EmployeeStatus, EmploymentType, employee, ids, time};
+use sea_orm::{
+    ActiveModelTrait,
+    ActiveValue::Set,
+    ColumnTrait, Condition, EntityTrait, IntoActiveModel, QueryFilter, QueryOrder,
+    sea_query::{Expr, ExprTrait, LikeExpr},
+};
+use serde_json::{Map, Value, json};
+
+use crate::http::query::fetch_page;
+use crate::{
+    http::{
+        audit::AuditRecord,
+        body::{merge_errors, parse_collecting},
+        dates::Day,
+        error::{ApiError, FieldError},
+        request::ApiRequest,
+        resource::find_resource,
+    },
+    routes::api_keys::EmptyRequest,
+};
+
+use input::*;
+
+/// The employee, read inside the write transaction `tx` (row-locked), so concurrent updates
+/// never overwrite each other.
+async fn find_employee_for_update(
+    tx: &payroll_entities::db::WriteTx,
+    id: &str,
+) -> Result<employee::Model, ApiError> {
+    find_resource::<employee::Entity, _>(&**tx, ids::IdKind::Employee, "employee", id, true).await
+}
+
+pub async fn find_employee(req: &ApiRequest, id: &str) -> Result<employee::Model, ApiError> {
+    find_resource::<employee::Entity, _>(
+        &req.state().db.conn,
+        ids::IdKind::Employee,
+        "employee",
+        id,
+        false,
+    )
+    .await
+}
+
+#[utoipa::path(get, path = "/employees", operation_id = "listEmployees", tag = "employees",
+    params(
+        ("status" = Option<EmployeeStatus>, Query), ("employment_type" = Option<EmploymentType>, Query),
+        ("search" = Option<String>, Query, description = "Name or email substring, case-insensitive"),
+        ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
+    responses((status = 200, description = "Employees, newest first", body = Vec<EmployeeResource>)))]
+pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let mut query = req.query()?;
+    let status = query.parsed(
+        "status",
+        EmployeeStatus::parse,
+        &EmployeeStatus::spellings(),
+    );
+    let employment = query.parsed(
+        "employment_type",
+        EmploymentType::parse,
+        &EmploymentType::spellings(),
+    );
+    let search = query.str("search").filter(|s| !s.trim().is_empty());
+    let page = query.page();
+    query.finish(&["status", "employment_type", "search", "limit", "offset"])?;
+
+    let mut select = employee::Entity::find();
+    if let Some(status) = status {
+        select = select.filter(employee::Column::Status.eq(status));
+    }
+    if let Some(kind) = employment {
+        select = select.filter(employee::Column::EmploymentType.eq(kind));
+    }
+    if let Some(search) = search {
+        // `\` escapes LIKE's wildcards, so `%` and `_` in the search match themselves.
+        let pattern = || {
+            LikeExpr::new(format!("%{}%", escape_like(&search.trim().to_lowercase()))).escape('\\')
+        };
+        select = select.filter(
+            Condition::any()
+                .add(Expr::col(employee::Column::NameLower).like(pattern()))
+                .add(Expr::col(employee::Column::EmailLower).like(pattern())),
+        );
+    }
+    let db = &req.state().db.conn;
+    let (rows, total) = fetch_page(db, select.order_by_desc(employee::Column::Id), page).await?;
+    let items: Vec<EmployeeResource> = rows.iter().map(EmployeeResource::from).collect();
+    req.list(&items, page, total)
+}
+
+fn escape_like(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_")
+}
+
+#[utoipa::path(post, path = "/employees", operation_id = "createEmployee", tag = "employees",
+    request_body = EmployeeInput,
+    responses((status = 201, description = "The new employee", body = EmployeeResource)))]
+pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let (input, mut errors) = req.json_partial::<EmployeeInput>()?;
+    let mut checks = Vec::new();
+    let valid = validate(&input, "", &mut checks);
+    merge_errors(&mut errors, checks);
+    let Some(valid) = valid.filter(|_| errors.is_empty()) else {
+        return Err(ApiError::validation(errors));
+    };
+    let model = new_model(valid, time::now());
+    let tx = req.state().db.begin_write().await?;
+    if let Some(existing) = employee::Entity::find()
+        .filter(employee::Column::EmailLower.eq(model.email_lower.as_str()))
+        .one(&*tx)
+        .await?
+    {
+        return Err(email_taken(&existing.id));
+    }
+    let inserted = employee::Entity::insert(model.clone().into_active_model())
+        .exec_without_returning(&*tx)
+        .await;
+    if let Err(err) = inserted {
+        // Another request created the same email between the check and the insert.
+        if matches!(
+            err.sql_err(),
+            Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+        ) {
+            drop(tx);
+            let existing = employee::Entity::find()
+                .filter(employee::Column::EmailLower.eq(model.email_lower.as_str()))
+                .one(&req.state().db.conn)
+                .await?;
+            return Err(email_taken(existing.as_ref().map_or("", |e| e.id.as_str())));
+        }
+        return Err(err.into());
+    }
+    let shown = EmployeeResource::from(&model);
+    let record = AuditRecord::new("EMPLOYEE_CREATED", "employee", &model.id)
+        .details(json!({"after": shown}));
+    req.commit::<_, EmployeeResource>(tx, StatusCode::CREATED, &shown, None, record)
+        .await
+}
+
+#[utoipa::path(get, path = "/employees/{employee_id}", operation_id = "getEmployee", tag = "employees",
+    params(("employee_id" = String, Path)),
+    responses((status = 200, description = "The employee", body = EmployeeResource)))]
+pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    req.query()?.finish(&[])?;
+    let found = find_employee(&req, req.param("employee_id")).await?;
+    req.ok(&EmployeeResource::from(&found))
+}
+
+/// The fields that differ between two shown employees, as `{field: {before, after}}`.
+fn changes(before: &EmployeeResource, after: &EmployeeResource) -> Value {
+    let (Ok(Value::Object(b)), Ok(Value::Object(a))) =
+        (serde_json::to_value(before), serde_json::to_value(after))
+    else {
+        return json!({});
+    };
+    let mut out = Map::new();
+    for (key, new) in a {
+        if key == "updated_at" {
+            continue;
+        }
+        let old = b.get(&key).cloned().unwrap_or(Value::Null);
+        if old != new {
+            out.insert(key, json!({"before": old, "after": new}));
+        }
+    }
+    Value::Object(out)
+}
+
+#[utoipa::path(patch, path = "/employees/{employee_id}", operation_id = "updateEmployee", tag = "employees",
+    params(("employee_id" = String, Path)), request_body = EmployeeUpdate,
+    responses((status = 200, description = "The updated employee", body = EmployeeResource)))]
+pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let mut raw = req.json_value()?;
+    // Refuse read-only fields with a clear word rather than as unknown fields.
+    let mut fixed = Vec::new();
+    if let Some(map) = raw.as_object_mut() {
+        for field in ["id", "email", "created_at", "updated_at"] {
+            if map.remove(field).is_some() {
+                fixed.push(FieldError::new(
+                    field,
+                    if field == "email" {
+                        "cannot be changed: create a new employee for a new email address"
+                    } else {
+                        "read-only"
+                    },
+                ));
+            }
+        }
+    }
+    let patch: Result<EmployeeUpdate, Vec<FieldError>> = if raw.is_object() {
+        parse_collecting(raw)
+    } else {
+        Err(vec![FieldError::new("", "the body must be a JSON object")])
+    };
+    let patch = match patch {
+        Ok(p) if fixed.is_empty() => p,
+        Ok(_) => return Err(ApiError::validation(fixed)),
+        Err(mut errs) => {
+            fixed.append(&mut errs);
+            return Err(ApiError::validation(fixed));
+        }
+    };
+    let tx = req.state().db.begin_write().await?;
+    let current = find_employee_for_update(&tx, req.param("employee_id")).await?;
+    let merged = EmployeeInput {
+        name: Some(patch.name.clone().unwrap_or_else(|| current.name.clone())),
+        email: Some(current.email.clone()),
+        status: Some(patch.status.unwrap_or(current.status)),
+        employment_type: Some(patch.employment_type.unwrap_or(current.employment_type)),
+        salary_usd_cents: Some(patch.salary_usd_cents.unwrap_or(current.salary_usd_cents)),
+        stablecoin: Some(patch.stablecoin.unwrap_or(current.stablecoin)),
+        network: Some(patch.network.unwrap_or(current.network)),
+        wallet_address: Some(
+            patch
+                .wallet_address
+                .clone()
+                .unwrap_or_else(|| current.wallet_address.clone()),
+        ),
+        contract_start_date: Some(
+            patch
+                .contract_start_date
+                .unwrap_or(current.contract_start_date.map(Day)),
+        ),
+        contract_end_date: Some(
+            patch
+                .contract_end_date
+                .unwrap_or(current.contract_end_date.map(Day)),
+        ),
+    };
+    let mut errors = Vec::new();
+    let Some(valid) = validate(&merged, "", &mut errors) else {
+        return Err(ApiError::validation(errors));
+    };
+    let before = EmployeeResource::from(&current);
+    let mut active = current.into_active_model();
+    active.name_lower = Set(valid.name.to_lowercase());
+    active.name = Set(valid.name);
+    active.status = Set(valid.status);
+    active.employment_type = Set(valid.employment_type);
+    active.salary_usd_cents = Set(valid.salary_usd_cents);
+    active.stablecoin = Set(valid.stablecoin);
+    active.network = Set(valid.network);
+    active.wallet_address = Set(valid.wallet_address);
+    active.contract_start_date = Set(valid.contract_start_date);
+    active.contract_end_date = Set(valid.contract_end_date);
+    active.updated_at = Set(time::now());
+    let updated = active.update(&*tx).await?;
+    let shown = EmployeeResource::from(&updated);
+    let record = AuditRecord::new("EMPLOYEE_UPDATED", "employee", &updated.id)
+        .details(changes(&before, &shown));
+    req.commit::<_, EmployeeResource>(tx, StatusCode::OK, &shown, None, record)
+        .await
+}
+
+#[utoipa::path(delete, path = "/employees/{employee_id}", operation_id = "deactivateEmployee", tag = "employees",
+    params(("employee_id" = String, Path)),
+    responses((status = 200, description = "The employee, now INACTIVE (employees are never deleted: runs refer to them)", body = EmployeeResource)))]
+pub async fn deactivate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let tx = req.state().db.begin_write().await?;
+    let current = find_employee_for_update(&tx, req.param("employee_id")).await?;
+    let before = EmployeeResource::from(&current);
+    let updated = if current.status == EmployeeStatus::Inactive {
+        current
+    } else {
+        let mut active = current.into_active_model();
+        active.status = Set(EmployeeStatus::Inactive);
+        active.updated_at = Set(time::now());
+        active.update(&*tx).await?
+    };
+    let shown = EmployeeResource::from(&updated);
+    let record = AuditRecord::new("EMPLOYEE_DEACTIVATED", "employee", &updated.id)
+        .details(changes(&before, &shown));
+    req.commit::<_, EmployeeResource>(tx, StatusCode::OK, &shown, None, record)
+        .await
+}
