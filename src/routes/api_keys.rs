@@ -51,6 +51,7 @@ async fn find_key(req: &ApiRequest, id: &str) -> Result<api_key::Model, ApiError
 #[utoipa::path(get, path = "/api-keys", operation_id = "listApiKeys", tag = "api-keys",
     params(("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "API keys, newest first", body = Vec<ApiKeyResource>)))]
+#[tracing::instrument(skip_all)]
 pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let page = query.page();
@@ -69,6 +70,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/api-keys", operation_id = "createApiKey", tag = "api-keys",
     request_body = CreateApiKeyRequest,
     responses((status = 201, description = "The new key; `key` is its plaintext, shown this once", body = ApiKeyResource)))]
+#[tracing::instrument(skip_all)]
 pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let body: CreateApiKeyRequest = req.json()?;
     let caller = req.caller()?;
@@ -145,6 +147,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(get, path = "/api-keys/{key_id}", operation_id = "getApiKey", tag = "api-keys",
     params(("key_id" = String, Path)),
     responses((status = 200, description = "The key", body = ApiKeyResource)))]
+#[tracing::instrument(skip_all, fields(key_id = %req.param("key_id")))]
 pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let key = find_key(&req, req.param("key_id")).await?;
@@ -154,6 +157,7 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/api-keys/{key_id}/rotate", operation_id = "rotateApiKey", tag = "api-keys",
     params(("key_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 201, description = "The new key with the same name and scopes; the old one works for `auth.rotation_grace_seconds` more", body = ApiKeyResource)))]
+#[tracing::instrument(skip_all, fields(key_id = %req.param("key_id")))]
 pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let old = find_key(&req, req.param("key_id")).await?;
@@ -221,6 +225,7 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(delete, path = "/api-keys/{key_id}", operation_id = "revokeApiKey", tag = "api-keys",
     params(("key_id" = String, Path)),
     responses((status = 200, description = "The key, now REVOKED", body = ApiKeyResource)))]
+#[tracing::instrument(skip_all, fields(key_id = %req.param("key_id")))]
 pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let key = find_key(&req, req.param("key_id")).await?;

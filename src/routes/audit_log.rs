@@ -61,6 +61,7 @@ impl From<audit_entry::Model> for AuditEntryResource {
         ("after" = Option<String>, Query, description = "date-time or date"), ("before" = Option<String>, Query, description = "date-time or date"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Audit entries, newest first", body = Vec<AuditEntryResource>)))]
+#[tracing::instrument(skip_all)]
 pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let api_key_id = query.str("api_key_id");

@@ -11,6 +11,7 @@ use crate::http::{
 /// The OpenAPI 3.1 document.
 #[utoipa::path(get, path = "/openapi.json", operation_id = "getOpenApiDocument", tag = "meta",
     responses((status = 200, description = "This OpenAPI 3.1 document", content_type = "application/json")))]
+#[tracing::instrument(skip_all)]
 pub async fn openapi_document(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     Ok(HttpResponse::Ok()
         .content_type("application/json; charset=utf-8")
@@ -20,6 +21,7 @@ pub async fn openapi_document(req: ApiRequest) -> Result<HttpResponse, ApiError>
 /// Every error code with its meaning and recovery; `docs_url` anchors point here.
 #[utoipa::path(get, path = "/docs", operation_id = "getApiDocs", tag = "meta",
     responses((status = 200, description = "HTML: every error code with its meaning and recovery", content_type = "text/html")))]
+#[tracing::instrument(skip_all)]
 pub async fn docs_page(_req: ApiRequest) -> HttpResponse {
     let mut rows = String::new();
     for code in ErrorCode::ALL {

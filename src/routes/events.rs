@@ -19,6 +19,7 @@ pub use payroll_actors::views::EventResource;
         ("created_after" = Option<String>, Query, description = "date-time or date"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Emitted events, newest first", body = Vec<EventResource>)))]
+#[tracing::instrument(skip_all)]
 pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let kind = query.str("type");

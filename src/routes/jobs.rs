@@ -9,6 +9,7 @@ use crate::http::{error::ApiError, request::ApiRequest, resource::find_resource}
 #[utoipa::path(get, path = "/jobs/{job_id}", operation_id = "getJob", tag = "jobs",
     params(("job_id" = String, Path)),
     responses((status = 200, description = "The job with live progress; COMPLETED once every payout it covers is terminal", body = JobResource)))]
+#[tracing::instrument(skip_all, fields(job_id = %req.param("job_id")))]
 pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let id = req.param("job_id");

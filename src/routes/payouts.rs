@@ -25,6 +25,7 @@ async fn find_payout(req: &ApiRequest) -> Result<payout::Model, ApiError> {
 #[utoipa::path(get, path = "/payouts/{payout_id}", operation_id = "getPayout", tag = "payouts",
     params(("payout_id" = String, Path)),
     responses((status = 200, description = "The payout", body = PayoutResource)))]
+#[tracing::instrument(skip_all, fields(payout_id = %req.param("payout_id")))]
 pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let payout = find_payout(&req).await?;
@@ -34,6 +35,7 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/payouts/{payout_id}/retry", operation_id = "retryPayout", tag = "payouts",
     params(("payout_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The payout, PENDING again (attempt + 1) to its employee's current wallet; its run is PAYING_OUT with a new job", body = PayoutResource)))]
+#[tracing::instrument(skip_all, fields(payout_id = %req.param("payout_id")))]
 pub async fn retry(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let payout = find_payout(&req).await?;
@@ -46,6 +48,7 @@ pub async fn retry(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/payouts/{payout_id}/cancel", operation_id = "cancelPayout", tag = "payouts",
     params(("payout_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The payout, CANCELLED (only while PENDING and not yet handed to the exchange)", body = PayoutResource)))]
+#[tracing::instrument(skip_all, fields(payout_id = %req.param("payout_id")))]
 pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let payout = find_payout(&req).await?;

@@ -97,6 +97,7 @@ pub struct CreateTransferRequest {
 
 #[utoipa::path(get, path = "/treasury/balance", operation_id = "getTreasuryBalance", tag = "treasury",
     responses((status = 200, description = "The exchange account (read live) and the treasury wallet", body = TreasuryBalance)))]
+#[tracing::instrument(skip_all)]
 pub async fn balance(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let state = req.state();
@@ -142,6 +143,7 @@ fn transfer_id(req: &ApiRequest) -> String {
 #[utoipa::path(post, path = "/treasury/transfers", operation_id = "createTreasuryTransfer", tag = "treasury",
     request_body = CreateTransferRequest,
     responses((status = 201, description = "The transfer (COMPLETED at once on the sandbox unless exchange.sandbox.transfer_delay_ms). A provider that cannot move treasury funds (okx) answers 409 TREASURY_TRANSFER_UNSUPPORTED with `deposit_address` and `network` in the error details", body = TransferResource)))]
+#[tracing::instrument(skip_all)]
 pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (body, mut errors) = req.json_partial::<CreateTransferRequest>()?;
     let mut checks = Vec::new();
@@ -213,6 +215,7 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
 #[utoipa::path(get, path = "/treasury/transfers", operation_id = "listTreasuryTransfers", tag = "treasury",
     params(("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Transfers, newest first", body = Vec<TransferResource>)))]
+#[tracing::instrument(skip_all)]
 pub async fn list_transfers(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let page = query.page();

@@ -199,6 +199,7 @@ fn wake(req: &ApiRequest, endpoint_id: &str) {
 #[utoipa::path(post, path = "/webhooks", operation_id = "createWebhook", tag = "webhooks",
     request_body = CreateWebhookRequest,
     responses((status = 201, description = "The endpoint with its signing `secret`, shown this once", body = WebhookEndpointResource)))]
+#[tracing::instrument(skip_all)]
 pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (body, mut errors) = req.json_partial::<CreateWebhookRequest>()?;
     let state = req.state();
@@ -305,6 +306,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     params(("status" = Option<String>, Query, description = "ACTIVE or DISABLED"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Endpoints, newest first (no secrets)", body = Vec<WebhookEndpointResource>)))]
+#[tracing::instrument(skip_all)]
 pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let status = query.parsed("status", WebhookStatus::parse, "ACTIVE, DISABLED");
@@ -326,6 +328,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(get, path = "/webhooks/{webhook_id}", operation_id = "getWebhook", tag = "webhooks",
     params(("webhook_id" = String, Path)),
     responses((status = 200, description = "The endpoint (no secret)", body = WebhookEndpointResource)))]
+#[tracing::instrument(skip_all, fields(webhook_id = %req.param("webhook_id")))]
 pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let endpoint = find_endpoint(&req, req.param("webhook_id")).await?;
@@ -341,6 +344,7 @@ pub struct DeletedWebhook {
 #[utoipa::path(delete, path = "/webhooks/{webhook_id}", operation_id = "deleteWebhook", tag = "webhooks",
     params(("webhook_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "Deleted: no more deliveries; its pending ones fail. Its deliveries stay on record.", body = DeletedWebhook)))]
+#[tracing::instrument(skip_all, fields(webhook_id = %req.param("webhook_id")))]
 pub async fn delete(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let endpoint = find_endpoint(&req, req.param("webhook_id")).await?;
@@ -367,6 +371,7 @@ pub async fn delete(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/webhooks/{webhook_id}/enable", operation_id = "enableWebhook", tag = "webhooks",
     params(("webhook_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The endpoint, ACTIVE again (deliveries that failed stay FAILED: retry them one by one)", body = WebhookEndpointResource)))]
+#[tracing::instrument(skip_all, fields(webhook_id = %req.param("webhook_id")))]
 pub async fn enable(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let endpoint = find_endpoint(&req, req.param("webhook_id")).await?;
@@ -392,6 +397,7 @@ pub async fn enable(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/webhooks/{webhook_id}/rotate-secret", operation_id = "rotateWebhookSecret", tag = "webhooks",
     params(("webhook_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The endpoint with its new `secret`; the previous one keeps signing beside it for `webhooks.secret_rotation_grace_seconds`", body = WebhookEndpointResource)))]
+#[tracing::instrument(skip_all, fields(webhook_id = %req.param("webhook_id")))]
 pub async fn rotate_secret(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     find_endpoint(&req, req.param("webhook_id")).await?;
@@ -431,6 +437,7 @@ pub async fn rotate_secret(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(post, path = "/webhooks/{webhook_id}/test", operation_id = "testWebhook", tag = "webhooks",
     params(("webhook_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 202, description = "A `webhook.test` event on its way to this endpoint alone", body = DeliveryResource)))]
+#[tracing::instrument(skip_all, fields(webhook_id = %req.param("webhook_id")))]
 pub async fn test(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let endpoint = find_endpoint(&req, req.param("webhook_id")).await?;
@@ -467,6 +474,7 @@ pub async fn test(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         ("event_type" = Option<String>, Query, description = "an event kind"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Deliveries with every attempt, newest first", body = Vec<DeliveryResource>)))]
+#[tracing::instrument(skip_all, fields(webhook_id = %req.param("webhook_id")))]
 pub async fn deliveries(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let status = query.parsed(
@@ -527,6 +535,7 @@ async fn attempts_of(
 #[utoipa::path(post, path = "/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", operation_id = "retryWebhookDelivery", tag = "webhooks",
     params(("webhook_id" = String, Path), ("delivery_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 202, description = "The delivery, PENDING again: one more attempt now (no scheduled retries after it)", body = DeliveryResource)))]
+#[tracing::instrument(skip_all, fields(webhook_id = %req.param("webhook_id"), delivery_id = %req.param("delivery_id")))]
 pub async fn retry_delivery(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let endpoint = find_endpoint(&req, req.param("webhook_id")).await?;

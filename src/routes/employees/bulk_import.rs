@@ -81,6 +81,7 @@ const OPTIONAL_FIELDS: [(&str, employee::Column); 5] = [
     request_body(content = Vec<EmployeeInput>, description = "A JSON array of employees, or text/csv whose header row names the same fields. Every row is validated before anything is written; rows upsert by email.",
         content_type = "application/json"),
     responses((status = 200, description = "How many employees were created and updated", body = ImportResult)))]
+#[tracing::instrument(skip_all)]
 pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let rows = import_rows(&req)?;
     let mut errors = Vec::new();

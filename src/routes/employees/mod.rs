@@ -54,6 +54,7 @@ pub async fn find_employee(req: &ApiRequest, id: &str) -> Result<employee::Model
         ("search" = Option<String>, Query, description = "Name or email substring, case-insensitive"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Employees, newest first", body = Vec<EmployeeResource>)))]
+#[tracing::instrument(skip_all)]
 pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let status = query.parsed(
@@ -103,6 +104,7 @@ fn escape_like(s: &str) -> String {
 #[utoipa::path(post, path = "/employees", operation_id = "createEmployee", tag = "employees",
     request_body = EmployeeInput,
     responses((status = 201, description = "The new employee", body = EmployeeResource)))]
+#[tracing::instrument(skip_all)]
 pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (input, mut errors) = req.json_partial::<EmployeeInput>()?;
     let mut checks = Vec::new();
@@ -148,6 +150,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(get, path = "/employees/{employee_id}", operation_id = "getEmployee", tag = "employees",
     params(("employee_id" = String, Path)),
     responses((status = 200, description = "The employee", body = EmployeeResource)))]
+#[tracing::instrument(skip_all, fields(employee_id = %req.param("employee_id")))]
 pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let found = find_employee(&req, req.param("employee_id")).await?;
@@ -177,6 +180,7 @@ fn changes(before: &EmployeeResource, after: &EmployeeResource) -> Value {
 #[utoipa::path(patch, path = "/employees/{employee_id}", operation_id = "updateEmployee", tag = "employees",
     params(("employee_id" = String, Path)), request_body = EmployeeUpdate,
     responses((status = 200, description = "The updated employee", body = EmployeeResource)))]
+#[tracing::instrument(skip_all, fields(employee_id = %req.param("employee_id")))]
 pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut raw = req.json_value()?;
     // Refuse read-only fields with a clear word rather than as unknown fields.
@@ -263,6 +267,7 @@ pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[utoipa::path(delete, path = "/employees/{employee_id}", operation_id = "deactivateEmployee", tag = "employees",
     params(("employee_id" = String, Path)),
     responses((status = 200, description = "The employee, now INACTIVE (employees are never deleted: runs refer to them)", body = EmployeeResource)))]
+#[tracing::instrument(skip_all, fields(employee_id = %req.param("employee_id")))]
 pub async fn deactivate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let tx = req.state().db.begin_write().await?;
