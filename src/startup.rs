@@ -12,6 +12,7 @@ use payroll_actors::{
     exchange::{
         ExchangeProvider,
         actor::{ExchangeActor, StopSending, effective_limit},
+        desk::FundsDesk,
         okx::OkxProvider,
         rate_limit::SharedRateLimit,
         sandbox::SandboxProvider,
@@ -186,7 +187,8 @@ impl Application {
             per_second,
             burst,
         );
-        let exchange = ExchangeActor::new(provider, limit).start();
+        let exchange = ExchangeActor::new(provider, limit, db.clone()).start();
+        let funds = FundsDesk::new(db.clone(), exchange.clone());
         let mailer = Mailer::new(db.clone(), settings.email.clone(), &settings.data.dir)
             .context("email settings")?
             .start();
@@ -194,7 +196,7 @@ impl Application {
         tracing::info!(instance = %lease.owner, "instance id");
         let runs = RunManager::new(Arc::new(RunDeps {
             db: db.clone(),
-            funds_lock: tokio::sync::Mutex::new(()),
+            funds: funds.clone(),
             exchange: exchange.clone(),
             mailer: Some(mailer.recipient()),
             runs: settings.runs.clone(),
@@ -219,6 +221,7 @@ impl Application {
             runs,
             exchange,
             exchange_provider,
+            funds,
             webhooks,
             secrets,
             instance_id: lease.owner.clone(),

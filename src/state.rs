@@ -6,7 +6,7 @@ use actix::Addr;
 use governor::{DefaultKeyedRateLimiter, Quota};
 use payroll_actors::{
     audit_writer::AuditWriter,
-    exchange::actor::ExchangeActor,
+    exchange::{actor::ExchangeActor, desk::FundsDesk},
     run::manager::RunManager,
     webhook::{secret_box::SecretBox, supervisor::WebhookSupervisor},
 };
@@ -27,6 +27,8 @@ pub struct AppState {
     pub exchange: Addr<ExchangeActor>,
     /// The exchange provider's name, for error details.
     pub exchange_provider: &'static str,
+    /// Where funding decisions (money moved out to the treasury) are taken.
+    pub funds: FundsDesk,
     /// Per-API-key token buckets.
     pub limiter: DefaultKeyedRateLimiter<String>,
     /// API keys read recently, by keyed hash.
@@ -46,6 +48,7 @@ pub struct Actors {
     pub runs: Addr<RunManager>,
     pub exchange: Addr<ExchangeActor>,
     pub exchange_provider: &'static str,
+    pub funds: FundsDesk,
     pub webhooks: Addr<WebhookSupervisor>,
     pub secrets: Arc<SecretBox>,
     pub instance_id: String,
@@ -78,6 +81,7 @@ impl AppState {
             runs: actors.runs,
             exchange: actors.exchange,
             exchange_provider: actors.exchange_provider,
+            funds: actors.funds,
             limiter,
             verified_keys: VerifiedKeys::new(KEY_CACHE_TTL),
             webhooks: actors.webhooks,

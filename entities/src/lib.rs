@@ -9,6 +9,8 @@ pub mod email_outbox;
 pub mod employee;
 pub mod enums;
 pub mod event;
+pub mod exchange_hold;
+pub mod exchange_reserve;
 pub mod idempotency_record;
 pub mod ids;
 pub mod job;
@@ -26,4 +28,4 @@ pub mod webhook_delivery;
 pub mod webhook_endpoint;
 
 pub use enums::*;
-pub use money::Cents;
+pub use money::{Cents, MAX_MONEY_CENTS};

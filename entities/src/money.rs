@@ -2,6 +2,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The largest amount any money input may carry: 100,000,000,000 cents ($1,000,000,000), so
+/// that sums of up to millions of them stay exact in 64 bits (CONTRACT §1).
+pub const MAX_MONEY_CENTS: i64 = 100_000_000_000;
+
 /// An amount in cents. Arithmetic is checked: an overflow is an error, never a wrap.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,

@@ -18,6 +18,7 @@ mod m20260302_000007_add_employee_name_lower;
 mod m20260303_000001_create_webhooks;
 mod m20260303_000002_add_delivery_claim_index;
 mod m20260304_000001_create_run_leases_and_rate_limits;
+mod m20261124_000001_create_exchange_holds;
 
 pub struct Migrator;
 
@@ -41,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260303_000001_create_webhooks::Migration),
             Box::new(m20260303_000002_add_delivery_claim_index::Migration),
             Box::new(m20260304_000001_create_run_leases_and_rate_limits::Migration),
+            Box::new(m20261124_000001_create_exchange_holds::Migration),
         ]
     }
 }

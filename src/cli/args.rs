@@ -117,8 +117,9 @@ pub enum SandboxCommand {
         /// `exchange` or `treasury`.
         #[arg(long, value_parser = ["exchange", "treasury"])]
         account: String,
-        /// Cents to add (negative to take away).
-        #[arg(long, allow_hyphen_values = true)]
+        /// Cents to add (negative to take away), at most 100,000,000,000 either way.
+        #[arg(long, allow_hyphen_values = true,
+              value_parser = clap::value_parser!(i64).range(-100_000_000_000..=100_000_000_000))]
         delta_usd_cents: i64,
     },
 }

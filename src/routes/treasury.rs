@@ -1,17 +1,16 @@
 //! `/treasury`: the exchange account and treasury wallet balances, and transfers between them.
 
 use actix_web::{HttpResponse, http::StatusCode};
+use payroll_actors::exchange::{
+    ExchangeError,
+    actor::{ListTransfers, Transfer},
+    desk::DeskError,
+};
 use payroll_actors::telemetry::CountedSend;
 use payroll_actors::views::Timestamp;
-use payroll_actors::{
-    exchange::{
-        ExchangeError,
-        actor::{GetBalances, ListTransfers, Transfer},
-    },
-    run::funds,
-};
 use payroll_entities::{
-    Cents, Network, Stablecoin, TransferDirection, TransferStatus, time, treasury_transfer,
+    Cents, MAX_MONEY_CENTS, Network, Stablecoin, TransferDirection, TransferStatus, time,
+    treasury_transfer,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -87,8 +86,8 @@ impl From<&treasury_transfer::Model> for TransferResource {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateTransferRequest {
-    /// At least 1 cent.
-    #[schema(value_type = i64)]
+    /// At least 1 cent, at most 100,000,000,000 cents.
+    #[schema(value_type = i64, minimum = 1, maximum = 100_000_000_000_i64)]
     pub amount_usd_cents: Option<i64>,
     /// to_exchange (default) or to_treasury.
     pub direction: Option<TransferDirection>,
@@ -101,20 +100,18 @@ pub struct CreateTransferRequest {
 pub async fn balance(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let state = req.state();
-    let balances = state
-        .exchange
-        .counted_send(GetBalances)
-        .await?
-        .map_err(|e| exchange_failed(&req, &e.to_string()))?;
-    let reserved = funds::reserved_total(&state.db.conn).await?;
+    // Read at the exchange actor's consistent point: no withdrawal accepted at the exchange
+    // is still counted as held.
+    let point = state.funds.read().await.map_err(|e| desk_failed(&req, e))?;
+    let balances = point.balances.clone();
     req.ok(&TreasuryBalance {
         exchange: ExchangeAccount {
             provider: state.exchange_provider,
             connected: true,
             stablecoin: Stablecoin::Usdc,
-            available_usd_cents: balances.available.0,
-            reserved_usd_cents: reserved,
-            unreserved_usd_cents: balances.available.0 - reserved,
+            available_usd_cents: point.available(),
+            reserved_usd_cents: point.reserved,
+            unreserved_usd_cents: point.unreserved(),
             deposit_address: balances.deposit_address,
             network: balances.network,
         },
@@ -125,6 +122,14 @@ pub async fn balance(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         }),
         fetched_at: time::now().into(),
     })
+}
+
+fn desk_failed(req: &ApiRequest, err: DeskError) -> ApiError {
+    match err {
+        DeskError::Db(e) => e.into(),
+        DeskError::Mailbox(e) => e.into(),
+        DeskError::Exchange(e) => exchange_failed(req, &e.to_string()),
+    }
 }
 
 /// A transfer's id, derived from the Idempotency-Key: a retry after a crash finds the same
@@ -156,6 +161,10 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
             "amount_usd_cents",
             "must be at least 1 cent",
         )),
+        Some(a) if a > MAX_MONEY_CENTS => checks.push(FieldError::new(
+            "amount_usd_cents",
+            format!("must be at most {MAX_MONEY_CENTS} cents ($1,000,000,000)"),
+        )),
         Some(_) => {}
     }
     if body.note.as_ref().is_some_and(|n| n.chars().count() > 1000) {
@@ -168,6 +177,32 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
     let amount = Cents(body.amount_usd_cents.unwrap_or_default());
     let direction = body.direction.unwrap_or(TransferDirection::ToExchange);
     let state = req.state();
+    // Money leaving the exchange never takes what runs hold: the decision is taken at the
+    // exchange actor's consistent point and keeps the decision lock until the transfer is made.
+    let decision = match direction {
+        TransferDirection::ToTreasury => {
+            let decision = state
+                .funds
+                .open(None)
+                .await
+                .map_err(|e| desk_failed(&req, e))?;
+            let unreserved = decision.point.unreserved();
+            if amount.0 > unreserved {
+                let available = unreserved.max(0);
+                return Err(ApiError::new(
+                    ErrorCode::TreasuryInsufficientBalance,
+                    format!(
+                        "The exchange account has {available} cents not held for funded runs; {} were requested.",
+                        amount.0
+                    ),
+                )
+                .detail("requested_usd_cents", amount.0)
+                .detail("available_usd_cents", available));
+            }
+            Some(decision)
+        }
+        TransferDirection::ToExchange => None,
+    };
     let transfer = state
         .exchange
         .counted_send(Transfer {
@@ -198,6 +233,7 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
             .detail("network", network.as_str()),
             ExchangeError::Unavailable(reason) => exchange_failed(&req, &reason),
         })?;
+    drop(decision);
     let shown = TransferResource::from(&transfer);
     let tx = state.db.begin_write().await?;
     let record = AuditRecord::new(

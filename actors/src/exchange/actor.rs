@@ -4,6 +4,13 @@
 //! several tokens are free, backs off when the exchange says "rate limited" (no
 //! withdrawal is made then, so none is counted twice), and reports every outcome to the run
 //! that asked. Reads (balances, lookups, fees) do not wait behind withdrawals.
+//!
+//! It also answers for the account's funds (CONTRACT §7): when the exchange accepts a
+//! withdrawal (or definitely refuses its first send) the actor releases the attempt's hold
+//! before it lets anything else happen, and [`FundsPoint`] is answered only where none of its
+//! sends has an answer still to come: new sends wait, the one in flight answers and has its
+//! holds released, then the reserved total and the exchange balance are read, every queued
+//! check is answered from that one reading, and sending resumes.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -12,10 +19,13 @@ use std::{
 };
 
 use actix::prelude::*;
-use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
+use payroll_entities::{Cents, Network, TransferDirection, db::Db, treasury_transfer};
 
+pub use super::point::{FundsPoint, PointFigures};
 use super::{
-    Balances, ExchangeError, ExchangeProvider, RemoteStatus, WithdrawalOutcome, WithdrawalRequest,
+    Balances, ExchangeError, ExchangeProvider, Quote, RemoteStatus, WithdrawalOutcome,
+    WithdrawalRequest,
+    point::{read_point, settle_holds},
     rate_limit::SharedRateLimit,
 };
 use crate::telemetry::{self, ActorKind, Handling, Observed};
@@ -49,9 +59,23 @@ struct Queued {
     resend: bool,
 }
 
+/// A funds check waiting for the next consistent point.
+struct PointWaiter {
+    run_id: Option<String>,
+    reply: tokio::sync::oneshot::Sender<Result<PointFigures, ExchangeError>>,
+}
+
 pub struct ExchangeActor {
     provider: Arc<dyn ExchangeProvider>,
     limit: SharedRateLimit,
+    db: Db,
+    /// Funds checks waiting for the next consistent point; no send starts while there are any.
+    points: Vec<PointWaiter>,
+    /// A consistent point is being read.
+    reading_point: bool,
+    /// A point was just answered: the next send goes before the next point, so that a stream
+    /// of checks never starves withdrawals.
+    send_owed: bool,
     queue: VecDeque<Queued>,
     sending: bool,
     /// A timer will pump again (waiting for a token or a back-off to end).
@@ -75,10 +99,18 @@ pub struct ExchangeActor {
 impl ExchangeActor {
     /// `limit` is the account's shared withdrawal rate limit (startup lowers the configured
     /// one to the exchange's own, see [`effective_limit`]).
-    pub fn new(provider: Arc<dyn ExchangeProvider>, limit: SharedRateLimit) -> ExchangeActor {
+    pub fn new(
+        provider: Arc<dyn ExchangeProvider>,
+        limit: SharedRateLimit,
+        db: Db,
+    ) -> ExchangeActor {
         ExchangeActor {
             provider,
             limit,
+            db,
+            points: Vec::new(),
+            reading_point: false,
+            send_owed: false,
             queue: VecDeque::new(),
             sending: false,
             waiting: false,
@@ -97,7 +129,13 @@ impl ExchangeActor {
         if self.stopped {
             self.set_aside();
         }
+        if self.reading_point || (!self.points.is_empty() && !self.send_owed) {
+            self.take_point(ctx);
+            return;
+        }
         if self.sending || self.waiting || self.queue.is_empty() {
+            self.send_owed = false;
+            self.take_point(ctx);
             return;
         }
         let now = Instant::now();
@@ -124,6 +162,7 @@ impl ExchangeActor {
                         act.sending = false;
                         act.wake_idle_waiters();
                         act.pump_after(wait.max(Duration::from_millis(1)), ctx);
+                        act.take_point(ctx);
                     }
                     Ok((granted, _, tokens)) => {
                         act.tokens = tokens;
@@ -138,6 +177,7 @@ impl ExchangeActor {
                         act.wake_idle_waiters();
                         tracing::warn!(error = %err, "the withdrawal rate limit could not be read; trying again");
                         act.pump_after(Duration::from_millis(500), ctx);
+                        act.take_point(ctx);
                     }
                 }),
         );
@@ -167,24 +207,56 @@ impl ExchangeActor {
             self.sending = false;
             self.set_aside();
             self.wake_idle_waiters();
+            self.take_point(ctx);
             return;
         }
+        self.send_owed = false;
         let granted = granted.min(self.queue.len());
         let batch: Vec<Queued> = self.queue.drain(..granted).collect();
         telemetry::withdrawals_queued(self.queue.len());
         let requests: Vec<WithdrawalRequest> = batch.iter().map(|q| q.request.clone()).collect();
+        let resends: Vec<bool> = batch.iter().map(|q| q.resend).collect();
         self.sent += requests.len() as u64;
         let provider = self.provider.clone();
+        let db = self.db.clone();
         ctx.spawn(
-            async move { provider.withdraw(&requests).await }
+            async move {
+                let mut outcomes = provider.withdraw(&requests).await;
+                settle_holds(&db, &requests, &resends, &mut outcomes).await;
+                outcomes
+            }
+            .into_actor(self)
+            .map(move |outcomes, act, ctx| {
+                act.sending = false;
+                act.deliver(batch, outcomes);
+                act.pump(ctx);
+                if !act.sending {
+                    act.wake_idle_waiters();
+                }
+            }),
+        );
+    }
+
+    /// Reads a consistent point for every waiting check, once no send is in flight.
+    fn take_point(&mut self, ctx: &mut Context<Self>) {
+        if self.reading_point || self.sending || self.points.is_empty() {
+            return;
+        }
+        self.reading_point = true;
+        let waiters = std::mem::take(&mut self.points);
+        let db = self.db.clone();
+        let provider = self.provider.clone();
+        let runs: Vec<Option<String>> = waiters.iter().map(|w| w.run_id.clone()).collect();
+        ctx.spawn(
+            async move { read_point(&db, &*provider, &runs).await }
                 .into_actor(self)
-                .map(move |outcomes, act, ctx| {
-                    act.sending = false;
-                    act.deliver(batch, outcomes);
-                    act.pump(ctx);
-                    if !act.sending {
-                        act.wake_idle_waiters();
+                .map(move |answers, act, ctx| {
+                    for (waiter, answer) in waiters.into_iter().zip(answers) {
+                        waiter.reply.send(answer).ok();
                     }
+                    act.reading_point = false;
+                    act.send_owed = true;
+                    act.pump(ctx);
                 }),
         );
     }
@@ -229,6 +301,28 @@ impl ExchangeActor {
             }
             recipient.do_send(WithdrawalResults { results });
         }
+    }
+}
+
+impl Handler<FundsPoint> for ExchangeActor {
+    type Result = ResponseFuture<Result<PointFigures, ExchangeError>>;
+
+    fn handle(&mut self, msg: FundsPoint, ctx: &mut Context<Self>) -> Self::Result {
+        let handling = Handling::new(Self::KIND, "FundsPoint");
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.points.push(PointWaiter {
+            run_id: msg.run_id,
+            reply,
+        });
+        self.take_point(ctx);
+        Box::pin(async move {
+            let _handling = handling;
+            answer.await.unwrap_or_else(|_| {
+                Err(ExchangeError::Unavailable(
+                    "the exchange actor stopped before the funds could be read".into(),
+                ))
+            })
+        })
     }
 }
 
@@ -376,24 +470,27 @@ impl Handler<Lookup> for ExchangeActor {
     }
 }
 
-/// Fee quotes for those of these networks the provider supports, and the minimum withdrawal.
+/// The current fee and minimum withdrawal of each of these networks the exchange can withdraw
+/// to now; a network it cannot is left out.
 #[derive(Message)]
-#[rtype(result = "Result<(HashMap<Network, Cents>, Cents), ExchangeError>")]
+#[rtype(result = "Result<HashMap<Network, Quote>, ExchangeError>")]
 pub struct QuoteFees(pub Vec<Network>);
 
 impl Handler<QuoteFees> for ExchangeActor {
-    type Result = ResponseFuture<Result<(HashMap<Network, Cents>, Cents), ExchangeError>>;
+    type Result = ResponseFuture<Result<HashMap<Network, Quote>, ExchangeError>>;
 
     fn handle(&mut self, msg: QuoteFees, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "QuoteFees");
         let provider = self.provider.clone();
         Box::pin(async move {
             let _handling = handling;
-            let mut fees = HashMap::new();
-            for network in msg.0.into_iter().filter(|n| provider.supports(*n)) {
-                fees.insert(network, provider.fee(network).await?);
+            let mut quotes = HashMap::new();
+            for network in msg.0 {
+                if let Some(quote) = provider.quote(network).await? {
+                    quotes.insert(network, quote);
+                }
             }
-            Ok((fees, provider.min_withdrawal()))
+            Ok(quotes)
         })
     }
 }

@@ -3,7 +3,10 @@
 //! conversation with it and the withdrawal rate limit.
 
 pub mod actor;
+pub mod desk;
+pub mod holds;
 pub mod okx;
+pub mod point;
 pub mod rate_limit;
 pub mod sandbox;
 
@@ -11,6 +14,22 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
+
+/// The payout id and attempt in a client withdrawal id `pay_…-<attempt>`.
+pub fn parse_client_id(client_id: &str) -> Option<(&str, i32)> {
+    let (payout_id, attempt) = client_id.rsplit_once('-')?;
+    Some((payout_id, attempt.parse().ok()?))
+}
+
+/// What the exchange charges for a withdrawal on one network, and the least it withdraws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quote {
+    pub fee: Cents,
+    pub minimum: Cents,
+}
+
+/// The prefix of a refusal because the fee sent is no longer the exchange's fee.
+pub const FEE_CHANGED: &str = "fee_changed: ";
 
 /// One withdrawal to send: our client id is `pay_…-<attempt>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,11 +115,6 @@ pub trait ExchangeProvider: Send + Sync {
     /// `sandbox`, `okx`, …
     fn name(&self) -> &'static str;
 
-    /// Whether payouts on `network` can be sent at all (fees are quoted only for those).
-    fn supports(&self, _network: Network) -> bool {
-        true
-    }
-
     /// The exchange's own withdrawal limit as (per second, burst), which the `ExchangeActor`'s
     /// configured limit never exceeds; `None` when the exchange has none.
     fn withdrawal_limit(&self) -> Option<(u32, u32)> {
@@ -109,14 +123,13 @@ pub trait ExchangeProvider: Send + Sync {
 
     async fn balances(&self) -> Result<Balances, ExchangeError>;
 
-    /// The fee the exchange charges for one withdrawal on `network`.
-    async fn fee(&self, network: Network) -> Result<Cents, ExchangeError>;
+    /// The fee and minimum withdrawal on `network` now, or `None` when the exchange cannot
+    /// withdraw to that network.
+    async fn quote(&self, network: Network) -> Result<Option<Quote>, ExchangeError>;
 
-    /// The smallest withdrawal the exchange accepts.
-    fn min_withdrawal(&self) -> Cents;
-
-    /// Sends withdrawals; one outcome per request, in order. A provider without batches sends
-    /// them one by one.
+    /// Sends withdrawals; one outcome per request, in order, each with the fee it carries: an
+    /// exchange whose fee is now higher refuses it with a reason starting [`FEE_CHANGED`]. A
+    /// provider without batches sends them one by one.
     async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome>;
 
     /// What the exchange knows of these client ids.
@@ -154,4 +167,16 @@ pub fn explorer_url(network: Network, tx_hash: &str) -> String {
         Network::Solana => "https://solscan.io/tx/",
     };
     format!("{base}{tx_hash}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_ids_carry_payout_and_attempt() {
+        assert_eq!(parse_client_id("pay_01ABC-2"), Some(("pay_01ABC", 2)));
+        assert_eq!(parse_client_id("pay_01ABC"), None);
+        assert_eq!(parse_client_id("pay_01ABC-x"), None);
+    }
 }

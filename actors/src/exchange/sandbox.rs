@@ -24,8 +24,8 @@ use sea_orm::{
 use sha2::{Digest, Sha256};
 
 use super::{
-    Balances, ExchangeError, ExchangeProvider, RemoteStatus, TreasuryWallet, WithdrawalOutcome,
-    WithdrawalRequest, explorer_url,
+    Balances, ExchangeError, ExchangeProvider, FEE_CHANGED, Quote, RemoteStatus, TreasuryWallet,
+    WithdrawalOutcome, WithdrawalRequest, explorer_url,
 };
 use crate::settings::SandboxSettings;
 
@@ -297,12 +297,11 @@ impl ExchangeProvider for SandboxProvider {
         })
     }
 
-    async fn fee(&self, _network: Network) -> Result<Cents, ExchangeError> {
-        Ok(Cents(self.settings.withdrawal_fee_usd_cents))
-    }
-
-    fn min_withdrawal(&self) -> Cents {
-        Cents(1)
+    async fn quote(&self, _network: Network) -> Result<Option<Quote>, ExchangeError> {
+        Ok(Some(Quote {
+            fee: Cents(self.settings.withdrawal_fee_usd_cents),
+            minimum: Cents(1),
+        }))
     }
 
     async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome> {
@@ -468,8 +467,14 @@ impl SandboxProvider {
                 continue;
             }
             let cost = req.amount.0.saturating_add(req.fee.0);
+            let fee = self.settings.withdrawal_fee_usd_cents;
             let refusal = if req.amount.0 < 1 {
                 Some("amount below the minimum withdrawal".to_owned())
+            } else if req.fee.0 < fee {
+                Some(format!(
+                    "{FEE_CHANGED}the exchange charges {fee} cents for this withdrawal, {} were offered",
+                    req.fee.0
+                ))
             } else if cost > available {
                 Some(format!(
                     "insufficient exchange balance: {available} cents available, {cost} needed"

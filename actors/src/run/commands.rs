@@ -7,12 +7,16 @@ use payroll_entities::{
     Cents, EmployeeStatus, JobStatus, Network, PayoutStatus, RunStatus, RunType, db::WriteTx, ids,
     job, payout, payroll_run, time,
 };
-use serde_json::{Value, json};
+use serde_json::json;
+use std::collections::HashMap;
 
+pub use super::answer::Done;
 use super::{
+    answer::{answer_run, finish_request, refused, run_action},
+    cancellation::{cancel, cancel_payout},
     deps::RunDeps,
     funds::{self, funds_transaction},
-    messages::{RunCommand, RunError, RunReply, RunRequest},
+    messages::{RunCommand, RunError, RunRequest},
     store::{self, Snapshot},
     transitions::{self, PayoutOp, RunOp, recount},
 };
@@ -20,73 +24,14 @@ use crate::{
     acknowledgement::{Acknowledgement, BalanceCheck, Outcome},
     audit::{AuditRecord, first_ids, status_change},
     events::{insert_events, payout_event, run_event},
-    exchange::actor::QuoteFees,
+    exchange::{
+        Quote,
+        actor::QuoteFees,
+        holds::{self, NewHold},
+    },
     mailer,
     telemetry::CountedSend,
 };
-
-/// The result of a client's command.
-pub struct Done {
-    pub reply: RunReply,
-    pub snapshot: Snapshot,
-    /// New rows in the email outbox.
-    pub mail: bool,
-}
-
-fn refused(run: &payroll_run::Model, command: &RunCommand) -> RunError {
-    RunError::Refused {
-        refused: transitions::refusal(run.status),
-        operation: command.name(),
-        hint: None,
-    }
-}
-
-fn run_action(action: &'static str, run: &payroll_run::Model, details: Value) -> AuditRecord {
-    AuditRecord {
-        action,
-        resource_type: "payroll_run",
-        resource_id: run.id.clone(),
-        details,
-    }
-}
-
-/// Commits `ack` with the outcome and answers.
-async fn finish_request(
-    tx: WriteTx,
-    ack: Acknowledgement,
-    outcome: Outcome,
-    action: AuditRecord,
-    snapshot: Snapshot,
-    mail: bool,
-) -> Result<Done, RunError> {
-    let body = ack.commit_in(&*tx, &outcome, action).await?;
-    tx.commit().await?;
-    Ok(Done {
-        reply: RunReply {
-            body,
-            run: snapshot.run.clone(),
-            job: snapshot.job.clone(),
-        },
-        snapshot,
-        mail,
-    })
-}
-
-/// Commits `ack` and answers with the run as it now stands.
-async fn answer_run(
-    tx: WriteTx,
-    ack: Acknowledgement,
-    run: payroll_run::Model,
-    job: Option<job::Model>,
-    action: AuditRecord,
-    mail: bool,
-) -> Result<Done, RunError> {
-    let snapshot = Snapshot {
-        run: run.clone(),
-        job: job.clone(),
-    };
-    finish_request(tx, ack, Outcome::Run { run, job }, action, snapshot, mail).await
-}
 
 /// Runs a client's command against the snapshot.
 #[tracing::instrument(skip_all, fields(run_id = %snapshot.run.id, command = request.command.name()))]
@@ -125,12 +70,7 @@ async fn confirm(
     let next = transitions::apply(run.status, RunOp::Confirm)
         .map_err(|_| refused(&run, &RunCommand::Confirm))?;
     // Quoted before the transaction: no write waits on the exchange.
-    let (fees, minimum) = deps
-        .exchange
-        .counted_send(QuoteFees(Network::ALL.to_vec()))
-        .await
-        .map_err(|e| RunError::Unavailable(e.to_string()))?
-        .map_err(|e| RunError::Exchange(e.to_string()))?;
+    let quotes = quote_fees(deps).await?;
     let tx = deps.db.begin_write().await?;
     let mut payouts = store::payouts_of(&*tx, &run.id, PayoutStatus::Pending).await?;
     let mut employees =
@@ -170,6 +110,9 @@ async fn confirm(
         if deduct
             && e.test_deduction_balance_usd_cents > 0
             && amount - e.test_deduction_balance_usd_cents >= 1
+            // Taken atomically: a test payout completing meanwhile adds to the balance and
+            // keeps its addition; a balance another run took first is not taken twice.
+            && store::take_deduction(&*tx, &e.id, e.test_deduction_balance_usd_cents).await?
         {
             deduction = e.test_deduction_balance_usd_cents;
             e.test_deduction_balance_usd_cents = 0;
@@ -177,20 +120,31 @@ async fn confirm(
         }
         p.amount_usd_cents = amount - deduction;
         p.test_run_deduction_usd_cents = deduction;
-        p.fee_usd_cents = fees.get(&e.network).copied().unwrap_or(Cents::ZERO).0;
         p.network = e.network;
         p.wallet_address = e.wallet_address.clone();
         p.employee_name = e.name.clone();
         p.employee_email = e.email.clone();
         p.updated_at = now;
-        if p.amount_usd_cents < minimum.0 {
-            errors.push((
-                format!("payouts[{}].amount_usd_cents", p.id),
+        match quotes.get(&e.network) {
+            None => errors.push((
+                format!("payouts[{}].network", p.id),
                 format!(
-                    "{} cents is below the exchange's minimum withdrawal of {} cents; cancel this payout or change the amount",
-                    p.amount_usd_cents, minimum.0
+                    "the exchange cannot withdraw USDC on {} now; change the employee's network or cancel this payout",
+                    e.network
                 ),
-            ));
+            )),
+            Some(quote) => {
+                p.fee_usd_cents = quote.fee.0;
+                if p.amount_usd_cents < quote.minimum.0 {
+                    errors.push((
+                        format!("payouts[{}].amount_usd_cents", p.id),
+                        format!(
+                            "{} cents is below the exchange's minimum withdrawal of {} cents on {}; cancel this payout or change the amount",
+                            p.amount_usd_cents, quote.minimum.0, e.network
+                        ),
+                    ));
+                }
+            }
         }
     }
     if !errors.is_empty() {
@@ -222,9 +176,6 @@ async fn confirm(
         .ok_or_else(too_large)?
         .0;
     store::save_payouts(&*tx, &payouts).await?;
-    for (employee_id, _) in &deducted {
-        store::take_deduction(&*tx, employee_id).await?;
-    }
     store::save_run(&*tx, run.version, &mut after).await?;
     let mut events = vec![run_event("payroll.run.confirmed", &after, job.as_ref())];
     events.extend(
@@ -242,6 +193,15 @@ async fn confirm(
     });
     let action = run_action("PAYROLL_RUN_CONFIRMED", &after, details);
     answer_run(tx, ack, after, job, action, false).await
+}
+
+/// The exchange's current fee and minimum of every network it can withdraw to now.
+async fn quote_fees(deps: &RunDeps) -> Result<HashMap<Network, Quote>, RunError> {
+    deps.exchange
+        .counted_send(QuoteFees(Network::ALL.to_vec()))
+        .await
+        .map_err(|e| RunError::Unavailable(e.to_string()))?
+        .map_err(|e| RunError::Exchange(e.to_string()))
 }
 
 /// Reports the funding figures; a CONFIRMED run that is covered becomes DEPOSITED.
@@ -401,57 +361,6 @@ async fn sync(deps: &RunDeps, snapshot: Snapshot, ack: Acknowledgement) -> Resul
     finish_request(tx, ack, outcome, action, snapshot, false).await
 }
 
-/// DRAFT, CONFIRMED or DEPOSITED → CANCELLED: pending payouts cancelled, the reservation and
-/// test-run deductions released.
-async fn cancel(
-    deps: &RunDeps,
-    snapshot: Snapshot,
-    ack: Acknowledgement,
-    reason: Option<String>,
-    may_cancel_funded: bool,
-) -> Result<Done, RunError> {
-    let Snapshot { run, job } = snapshot;
-    let command = RunCommand::Cancel {
-        reason: None,
-        may_cancel_funded,
-    };
-    let next =
-        transitions::apply(run.status, RunOp::Cancel).map_err(|_| refused(&run, &command))?;
-    if matches!(run.status, RunStatus::Confirmed | RunStatus::Deposited) && !may_cancel_funded {
-        return Err(RunError::ScopeRequired("payroll:execute"));
-    }
-    let tx = deps.db.begin_write().await?;
-    let mut pending = store::payouts_of(&*tx, &run.id, PayoutStatus::Pending).await?;
-    let now = time::now();
-    let mut after = run.clone();
-    for p in pending.iter_mut() {
-        p.status = PayoutStatus::Cancelled;
-        p.updated_at = now;
-        recount(
-            &mut after,
-            None,
-            PayoutStatus::Pending,
-            PayoutStatus::Cancelled,
-        );
-    }
-    store::save_payouts(&*tx, &pending).await?;
-    let returned = store::return_deductions(&*tx, &run.id).await?;
-    after.status = next;
-    after.cancelled_at = Some(now);
-    after.cancel_reason = reason;
-    store::save_run(&*tx, run.version, &mut after).await?;
-    let mut events = vec![run_event("payroll.run.cancelled", &after, job.as_ref())];
-    events.extend(pending.iter().map(|p| payout_event("payout.cancelled", p)));
-    insert_events(&tx, events).await?;
-    let mut details = status_change(run.status, next);
-    details["cancelled_payouts"] = json!(pending.len());
-    details["first_payout_ids"] = json!(first_ids(pending.iter().map(|p| p.id.as_str())));
-    details["reason"] = json!(after.cancel_reason);
-    details["test_run_deductions_returned_usd_cents"] = json!(returned);
-    let action = run_action("PAYROLL_RUN_CANCELLED", &after, details);
-    answer_run(tx, ack, after, job, action, false).await
-}
-
 async fn archive(
     deps: &RunDeps,
     snapshot: Snapshot,
@@ -516,7 +425,45 @@ async fn retry(
     if failed.is_empty() {
         return Err(refused(&run, &command));
     }
+    // Each retried payout takes its employee's current wallet and network, and the exchange's
+    // current fee there (CONTRACT §6, §7); a network the exchange can no longer withdraw to is
+    // refused before anything is funded.
+    let employees =
+        store::employees_by_id(&*tx, failed.iter().map(|p| p.employee_id.clone())).await?;
     drop(tx);
+    let quotes = quote_fees(deps).await?;
+    let mut address_changes = Vec::new();
+    let mut unpayable = Vec::new();
+    let mut fee_change = 0i64;
+    for p in failed.iter_mut() {
+        if let Some(e) = employees.get(&p.employee_id) {
+            if e.wallet_address != p.wallet_address || e.network != p.network {
+                address_changes.push(json!({
+                    "payout_id": p.id,
+                    "wallet_address": {"before": p.wallet_address, "after": e.wallet_address},
+                    "network": {"before": p.network, "after": e.network},
+                }));
+            }
+            p.wallet_address = e.wallet_address.clone();
+            p.network = e.network;
+        }
+        match quotes.get(&p.network) {
+            Some(quote) => {
+                fee_change += quote.fee.0 - p.fee_usd_cents;
+                p.fee_usd_cents = quote.fee.0;
+            }
+            None => unpayable.push((
+                format!("payouts[{}].network", p.id),
+                format!(
+                    "the exchange cannot withdraw USDC on {} now; change the employee's network and retry",
+                    p.network
+                ),
+            )),
+        }
+    }
+    if !unpayable.is_empty() {
+        return Err(RunError::Invalid(unpayable));
+    }
     let required = Cents::sum(
         failed
             .iter()
@@ -536,23 +483,10 @@ async fn retry(
             deficit: f.deficit,
         });
     }
-    let employees =
-        store::employees_by_id(&*tx, failed.iter().map(|p| p.employee_id.clone())).await?;
     let mut job = new_job(deps, &run.id, failed.len() as i64);
     let mut after = run.clone();
-    let mut address_changes = Vec::new();
+    after.total_fees_usd_cents += fee_change;
     for p in failed.iter_mut() {
-        if let Some(e) = employees.get(&p.employee_id) {
-            if e.wallet_address != p.wallet_address || e.network != p.network {
-                address_changes.push(json!({
-                    "payout_id": p.id,
-                    "wallet_address": {"before": p.wallet_address, "after": e.wallet_address},
-                    "network": {"before": p.network, "after": e.network},
-                }));
-            }
-            p.wallet_address = e.wallet_address.clone();
-            p.network = e.network;
-        }
         p.status = PayoutStatus::Pending;
         p.attempt += 1;
         p.job_id = Some(job.id.clone());
@@ -573,6 +507,19 @@ async fn retry(
     }
     store::insert_job(&*tx, &job).await?;
     store::save_payouts(&*tx, &failed).await?;
+    holds::hold(
+        &*tx,
+        failed
+            .iter()
+            .map(|p| NewHold {
+                payout_id: p.id.clone(),
+                attempt: p.attempt,
+                run_id: run.id.clone(),
+                amount: p.amount_usd_cents + p.fee_usd_cents,
+            })
+            .collect(),
+    )
+    .await?;
     let mail: Vec<(String, i32)> = failed.iter().map(|p| (p.id.clone(), p.attempt)).collect();
     after.completed_at = None;
     start_job(&tx, run.version, next, &mut after, &mut job, &mail).await?;
@@ -606,67 +553,4 @@ async fn retry(
         ),
     };
     finish_request(tx, ack, outcome, action, snapshot, true).await
-}
-
-/// PENDING (not yet handed to the exchange) → CANCELLED.
-async fn cancel_payout(
-    deps: &RunDeps,
-    snapshot: Snapshot,
-    ack: Acknowledgement,
-    payout_id: String,
-) -> Result<Done, RunError> {
-    let Snapshot { run, mut job } = snapshot;
-    let tx = deps.db.begin_write().await?;
-    let mut p = store::payout_by_id(&*tx, &run.id, &payout_id).await?;
-    let next = transitions::apply_payout(p.status, PayoutOp::Cancel);
-    if next.is_err() || p.client_withdrawal_id.is_some() {
-        let hint = if p.status == PayoutStatus::Pending {
-            "This payout was already handed to the exchange and can no longer be cancelled; sync the run to follow it."
-        } else {
-            "Only a PENDING payout not yet handed to the exchange can be cancelled."
-        };
-        return Err(RunError::PayoutRefused {
-            payout_id,
-            refused: transitions::payout_refusal(p.status),
-            operation: "cancelled",
-            hint: hint.into(),
-        });
-    }
-    if !matches!(
-        run.status,
-        RunStatus::Draft | RunStatus::Confirmed | RunStatus::Deposited | RunStatus::PayingOut
-    ) {
-        return Err(refused(&run, &RunCommand::CancelPayout { payout_id }));
-    }
-    p.status = PayoutStatus::Cancelled;
-    p.updated_at = time::now();
-    let mut after = run.clone();
-    let in_job = p.job_id.is_some() && p.job_id == job.as_ref().map(|j| j.id.clone());
-    recount(
-        &mut after,
-        if in_job { job.as_mut() } else { None },
-        PayoutStatus::Pending,
-        PayoutStatus::Cancelled,
-    );
-    after.employee_count -= 1;
-    after.total_amount_usd_cents -= p.amount_usd_cents;
-    after.total_fees_usd_cents -= p.fee_usd_cents;
-    let returned_deduction = std::mem::take(&mut p.test_run_deduction_usd_cents);
-    store::save_payouts(&*tx, std::slice::from_ref(&p)).await?;
-    if returned_deduction > 0 {
-        store::credit_deduction(&*tx, &p.employee_id, returned_deduction).await?;
-    }
-    store::save_run(&*tx, run.version, &mut after).await?;
-    if let (true, Some(job)) = (in_job, job.as_mut()) {
-        store::save_job(&*tx, job).await?;
-    }
-    insert_events(&tx, vec![payout_event("payout.cancelled", &p)]).await?;
-    let action = AuditRecord {
-        action: "PAYOUT_CANCELLED",
-        resource_type: "payout",
-        resource_id: p.id.clone(),
-        details: json!({"status": {"before": PayoutStatus::Pending, "after": PayoutStatus::Cancelled}, "payroll_run_id": run.id}),
-    };
-    let snapshot = Snapshot { run: after, job };
-    finish_request(tx, ack, Outcome::Payout(p), action, snapshot, false).await
 }

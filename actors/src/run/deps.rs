@@ -6,7 +6,7 @@ use payroll_entities::db::Db;
 
 use super::lease::LeaseSettings;
 use crate::{
-    exchange::actor::ExchangeActor,
+    exchange::{actor::ExchangeActor, desk::FundsDesk},
     mailer::OutboxChanged,
     settings::{ExchangeSettings, RunsSettings, TestRunSettings},
     telemetry,
@@ -15,9 +15,8 @@ use crate::{
 /// What every run actor needs.
 pub struct RunDeps {
     pub db: Db,
-    /// Serialises funding decisions of this process (PostgreSQL adds an advisory lock across
-    /// instances).
-    pub funds_lock: tokio::sync::Mutex<()>,
+    /// Where funding decisions are taken (one at a time, at the exchange's consistent point).
+    pub funds: FundsDesk,
     pub exchange: Addr<ExchangeActor>,
     pub mailer: Option<Recipient<OutboxChanged>>,
     pub runs: RunsSettings,

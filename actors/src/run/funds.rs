@@ -1,13 +1,12 @@
 //! Funding figures (CONTRACT §7). A run's required funds are the amounts and fees of its PENDING
-//! payouts; DEPOSITED and PAYING_OUT runs hold theirs reserved. Checks run inside a write
-//! transaction holding the funds lock, so two runs never reserve the same money. The funds
-//! watch moves a CONFIRMED run to DEPOSITED once it is covered.
+//! payouts; a run becoming DEPOSITED creates a hold for each of them in the holds ledger. Every
+//! decision is taken through the `FundsDesk` (one at a time, at the exchange actor's
+//! consistent point), so two runs never reserve the same money. The funds watch moves a
+//! CONFIRMED run to DEPOSITED once it is covered.
 
 use payroll_entities::{PayoutStatus, RunStatus, db::WriteTx, job, payout, payroll_run, time};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
-    Statement,
-    sea_query::{Expr, ExprTrait as _, Query},
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect, sea_query::Expr,
 };
 use serde_json::json;
 
@@ -19,8 +18,10 @@ use super::{
 use crate::{
     audit::{self, system_entry},
     events::{insert_events, run_event},
-    exchange::actor::GetBalances,
-    telemetry::CountedSend,
+    exchange::{
+        desk::{DecisionGuard, DeskError},
+        holds,
+    },
 };
 
 /// The figures of one check.
@@ -47,22 +48,9 @@ impl Figures {
     }
 }
 
-/// Serialises funds checks across transactions (and instances) on PostgreSQL; SQLite's write
-/// transactions are serialised already.
-pub async fn lock_funds<C: ConnectionTrait>(conn: &C) -> Result<(), DbErr> {
-    if conn.get_database_backend() == DatabaseBackend::Postgres {
-        conn.execute_raw(Statement::from_string(
-            DatabaseBackend::Postgres,
-            "SELECT pg_advisory_xact_lock(7301002)",
-        ))
-        .await?;
-    }
-    Ok(())
-}
-
 const SUM: &str = "CAST(COALESCE(SUM(amount_usd_cents + fee_usd_cents), 0) AS BIGINT)";
 
-/// Σ amount + fee of the run's PENDING payouts (or of the given ones).
+/// Σ amount + fee of the run's PENDING payouts.
 pub async fn required_of<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i64, DbErr> {
     Ok(payout::Entity::find()
         .select_only()
@@ -75,82 +63,34 @@ pub async fn required_of<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i
         .unwrap_or(0))
 }
 
-/// What DEPOSITED and PAYING_OUT runs other than `run_id` hold reserved.
-pub async fn reserved_by_others<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i64, DbErr> {
-    reserved_except(conn, Some(run_id)).await
-}
-
-/// What every funded run holds reserved.
-pub async fn reserved_total<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
-    reserved_except(conn, None).await
-}
-
-async fn reserved_except<C: ConnectionTrait>(conn: &C, except: Option<&str>) -> Result<i64, DbErr> {
-    let mut funded = Query::select()
-        .column(payroll_run::Column::Id)
-        .from(payroll_run::Entity)
-        .and_where(
-            Expr::col(payroll_run::Column::Status)
-                .is_in([RunStatus::Deposited.as_str(), RunStatus::PayingOut.as_str()]),
-        )
-        .to_owned();
-    if let Some(run_id) = except {
-        funded.and_where(Expr::col(payroll_run::Column::Id).ne(run_id));
+impl From<DeskError> for RunError {
+    fn from(err: DeskError) -> RunError {
+        match err {
+            DeskError::Db(e) => e.into(),
+            DeskError::Exchange(e) => RunError::Exchange(e.to_string()),
+            DeskError::Mailbox(e) => RunError::Unavailable(e.to_string()),
+        }
     }
-    Ok(payout::Entity::find()
-        .select_only()
-        .column_as(Expr::cust(SUM), "total")
-        .filter(payout::Column::PayrollRunId.in_subquery(funded))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .into_tuple::<i64>()
-        .one(conn)
-        .await?
-        .unwrap_or(0))
 }
 
-async fn exchange_available(deps: &RunDeps) -> Result<i64, RunError> {
-    Ok(deps
-        .exchange
-        .counted_send(GetBalances)
-        .await
-        .map_err(|e| RunError::Unavailable(e.to_string()))?
-        .map_err(|e| RunError::Exchange(e.to_string()))?
-        .available
-        .0)
-}
-
-/// A write transaction in which a funding decision is made, with its figures. Decisions are
-/// serialised (the process's funds lock, and PostgreSQL's advisory lock held from the first
-/// read to the commit). Reservations are read before the exchange balance: a withdrawal
-/// accepted in between lowers the balance after its reservation was counted, which can only
-/// understate what is free, never overstate it. `required` defaults to the run's pending
-/// payouts. Keep the returned guard until the transaction commits.
-pub async fn funds_transaction<'a>(
-    deps: &'a RunDeps,
+/// A write transaction in which a funding decision about `run_id` is made, with its figures
+/// from the exchange actor's consistent point: available − what other runs hold, against
+/// `required` (the run's PENDING payouts unless given). Keep the guard until the transaction
+/// commits.
+pub async fn funds_transaction(
+    deps: &RunDeps,
     run_id: &str,
     required: Option<i64>,
-) -> Result<(WriteTx, Figures, tokio::sync::MutexGuard<'a, ()>), RunError> {
-    let guard = deps.funds_lock.lock().await;
-    let (tx, reserved) = if deps.db.backend() == sea_orm::DatabaseBackend::Postgres {
-        let tx = deps.db.begin_write().await?;
-        lock_funds(&*tx).await?;
-        let reserved = reserved_by_others(&*tx, run_id).await?;
-        (Some(tx), reserved)
-    } else {
-        // SQLite: the sandbox writes to this database too, so no write transaction may be
-        // held across the exchange call; the funds lock serialises the decisions.
-        (None, reserved_by_others(&deps.db.conn, run_id).await?)
-    };
-    let available = exchange_available(deps).await?;
-    let tx = match tx {
-        Some(tx) => tx,
-        None => deps.db.begin_write().await?,
-    };
+) -> Result<(WriteTx, Figures, DecisionGuard), RunError> {
+    let decision = deps.funds.open(Some(run_id)).await?;
+    let point = decision.point.clone();
+    let (tx, guard) = decision.begin(&deps.db).await?;
     let required = match required {
         Some(r) => r,
         None => required_of(&*tx, run_id).await?,
     };
-    Ok((tx, Figures::new(available, reserved, required), guard))
+    let figures = Figures::new(point.available(), point.reserved_by_others(), required);
+    Ok((tx, figures, guard))
 }
 
 /// A CONFIRMED run the funds cover becomes DEPOSITED, with its event, in `tx`. The caller
@@ -164,6 +104,7 @@ pub async fn mark_deposited(
     after.status = RunStatus::Deposited;
     after.deposited_at = Some(time::now());
     store::save_run(&**tx, run.version, &mut after).await?;
+    holds::hold_pending_of_run(&**tx, &run.id).await?;
     insert_events(tx, vec![run_event("payroll.run.deposited", &after, job)]).await?;
     Ok(after)
 }

@@ -1,9 +1,12 @@
 //! Payroll runs: the `RunManager` (creates runs, starts and stops their actors, holds leases)
 //! and one `RunActor` per live run, which alone changes its run and payouts after creation.
-//! Client commands are in `commands`, the exchange's answers in `settlement`, funding in
-//! `funds`, all SQL in `store`, and the pure lifecycle tables in `transitions`.
+//! Client commands are in `commands` (cancelling in `cancellation`, what each commits with its
+//! answer in `answer`), the exchange's answers in `settlement`, funding in `funds`, all SQL in
+//! `store`, and the pure lifecycle tables in `transitions`.
 
 pub mod actor;
+mod answer;
+mod cancellation;
 pub mod commands;
 pub mod creation;
 pub mod deps;

@@ -15,15 +15,11 @@ use super::{
 use crate::{
     audit::{self, first_ids, status_change, system_entry},
     events::{insert_events, payout_event, run_event},
-    exchange::{RemoteStatus, WithdrawalOutcome, WithdrawalRequest, actor::Lookup},
+    exchange::{
+        RemoteStatus, WithdrawalOutcome, WithdrawalRequest, actor::Lookup, holds, parse_client_id,
+    },
     telemetry::CountedSend,
 };
-
-/// The payout id and attempt in a client withdrawal id `pay_…-<attempt>`.
-pub fn parse_client_id(client_id: &str) -> Option<(&str, i32)> {
-    let (payout_id, attempt) = client_id.rsplit_once('-')?;
-    Some((payout_id, attempt.parse().ok()?))
-}
 
 /// A payout's change learned from the exchange.
 enum Change {
@@ -76,6 +72,7 @@ async fn apply_changes(
     let mut changed = Vec::new();
     let mut events = Vec::new();
     let (mut completed, mut failed) = (Vec::new(), Vec::new());
+    let mut ended = Vec::new();
     let in_job_of = |p: &payout::Model, job: &Option<job::Model>| {
         p.job_id.is_some() && p.job_id == job.as_ref().map(|j| j.id.clone())
     };
@@ -135,6 +132,17 @@ async fn apply_changes(
                 events.push(payout_event("payout.failed", &p));
             }
         }
+        if before == PayoutStatus::Pending {
+            // The attempt's claim on the balance has ended: accepted (the exchange's balance
+            // dropped), or failed without a withdrawal. The exchange actor may have released
+            // the hold already; releasing again changes nothing.
+            let why = match (&p.status, &p.cex_withdrawal_id) {
+                (PayoutStatus::Failed, None) => holds::Release::Refused,
+                (PayoutStatus::Failed, Some(_)) => holds::Release::Failed,
+                _ => holds::Release::Accepted,
+            };
+            ended.push(((p.id.clone(), p.attempt), why));
+        }
         tracing::debug!(payout_id = %p.id, %client_id, before = ?before, after = ?p.status, "payout changed");
         recount(
             &mut after,
@@ -152,6 +160,20 @@ async fn apply_changes(
         }
     }
     store::save_payouts(&*tx, &changed).await?;
+    for why in [
+        holds::Release::Accepted,
+        holds::Release::Refused,
+        holds::Release::Failed,
+    ] {
+        let attempts: Vec<(String, i32)> = ended
+            .iter()
+            .filter(|(_, w)| *w == why)
+            .map(|(a, _)| a.clone())
+            .collect();
+        if !attempts.is_empty() {
+            holds::release(&*tx, &attempts, why).await?;
+        }
+    }
     if !changed.is_empty() {
         store::save_run(&*tx, run.version, &mut after).await?;
         if let Some(job) = job.as_mut() {
@@ -360,6 +382,13 @@ pub async fn finish_if_done(
     let mut after = run.clone();
     after.status = next;
     after.completed_at = Some(now);
+    // Deductions taken by payouts that failed go back now the run has ended.
+    let returned = if next == RunStatus::Failed {
+        store::return_failed_deductions(&*tx, &run.id).await?
+    } else {
+        0
+    };
+    after.total_amount_usd_cents += returned;
     store::save_run(&*tx, run.version, &mut after).await?;
     if let Some(job) = job.as_mut() {
         job.status = JobStatus::Completed;
@@ -389,19 +418,8 @@ pub async fn finish_if_done(
     let mut details = status_change(run.status, next);
     details["payout_summary"] = json!({"completed": after.completed_count, "failed": after.failed_count, "cancelled": after.cancelled_count});
     details["test_run_deductions_credited_usd_cents"] = json!(credited);
+    details["test_run_deductions_returned_usd_cents"] = json!(returned);
     audit::insert(&*tx, system_entry(action, "payroll_run", &run.id, details)).await?;
     tx.commit().await?;
     Ok((Snapshot { run: after, job }, true))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn client_ids_carry_payout_and_attempt() {
-        assert_eq!(parse_client_id("pay_01ABC-2"), Some(("pay_01ABC", 2)));
-        assert_eq!(parse_client_id("pay_01ABC"), None);
-        assert_eq!(parse_client_id("pay_01ABC-x"), None);
-    }
 }

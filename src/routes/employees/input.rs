@@ -3,7 +3,9 @@
 
 use chrono::{DateTime, NaiveDate, Utc};
 use payroll_actors::views::Timestamp;
-use payroll_entities::{EmployeeStatus, EmploymentType, Network, Stablecoin, employee, ids};
+use payroll_entities::{
+    EmployeeStatus, EmploymentType, MAX_MONEY_CENTS, Network, Stablecoin, employee, ids,
+};
 
 use serde::{Deserialize, Deserializer, Serialize};
 
@@ -77,8 +79,8 @@ pub struct EmployeeInput {
     pub status: Option<EmployeeStatus>,
     /// FTE (default), CONTRACTOR or CONSULTANT.
     pub employment_type: Option<EmploymentType>,
-    /// Paid per regular run, in USDC cents (≥ 0).
-    #[schema(value_type = i64)]
+    /// Paid per regular run, in USDC cents (0 to 100,000,000,000).
+    #[schema(value_type = i64, minimum = 0, maximum = 100_000_000_000_i64)]
     pub salary_usd_cents: Option<i64>,
     /// USDC, the default and only value.
     pub stablecoin: Option<Stablecoin>,
@@ -102,6 +104,8 @@ pub struct EmployeeUpdate {
     pub name: Option<String>,
     pub status: Option<EmployeeStatus>,
     pub employment_type: Option<EmploymentType>,
+    /// USDC cents, 0 to 100,000,000,000.
+    #[schema(minimum = 0, maximum = 100_000_000_000_i64)]
     pub salary_usd_cents: Option<i64>,
     pub stablecoin: Option<Stablecoin>,
     pub network: Option<Network>,
@@ -184,6 +188,10 @@ pub fn validate(
         Some(s) if s < 0 => errors.push(FieldError::new(
             field("salary_usd_cents"),
             "must be 0 or more",
+        )),
+        Some(s) if s > MAX_MONEY_CENTS => errors.push(FieldError::new(
+            field("salary_usd_cents"),
+            format!("must be at most {MAX_MONEY_CENTS} cents ($1,000,000,000)"),
         )),
         Some(_) => {}
     }

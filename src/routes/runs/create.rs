@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use actix_web::http::StatusCode;
 use payroll_actors::run::messages::{CreateRun, Payee, Payees};
-use payroll_entities::RunType;
+use payroll_entities::{MAX_MONEY_CENTS, RunType};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -24,8 +24,8 @@ use crate::http::{
 pub struct RunItem {
     #[schema(value_type = String)]
     pub employee_id: Option<String>,
-    /// At least 1 cent.
-    #[schema(value_type = i64)]
+    /// At least 1 cent, at most 100,000,000,000 cents.
+    #[schema(value_type = i64, minimum = 1, maximum = 100_000_000_000_i64)]
     pub amount_usd_cents: Option<i64>,
     pub note: Option<String>,
 }
@@ -170,6 +170,10 @@ pub fn create_run(req: &ApiRequest) -> Result<CreateRun, ApiError> {
                 Some(a) if a < 1 => errors.push(FieldError::new(
                     format!("{field}.amount_usd_cents"),
                     "must be at least 1 cent",
+                )),
+                Some(a) if a > MAX_MONEY_CENTS => errors.push(FieldError::new(
+                    format!("{field}.amount_usd_cents"),
+                    format!("must be at most {MAX_MONEY_CENTS} cents ($1,000,000,000)"),
                 )),
                 Some(_) => {}
             }

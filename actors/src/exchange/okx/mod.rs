@@ -34,8 +34,8 @@ use self::protocol::{
     WithdrawalAck, WithdrawalRecord,
 };
 use super::{
-    Balances, ExchangeError, ExchangeProvider, RemoteStatus, WithdrawalOutcome, WithdrawalRequest,
-    explorer_url, rate_limit::gcra_take,
+    Balances, ExchangeError, ExchangeProvider, FEE_CHANGED, Quote, RemoteStatus, WithdrawalOutcome,
+    WithdrawalRequest, explorer_url, rate_limit::gcra_take,
 };
 use crate::settings::OkxSettings;
 
@@ -115,8 +115,6 @@ pub struct OkxProvider {
     tls: Option<Arc<rustls::ClientConfig>>,
     limiters: Limiters,
     quotes: Mutex<Option<(Instant, HashMap<String, ChainQuote>)>>,
-    /// The largest minimum withdrawal of the chains last quoted (1 cent until then).
-    min_withdrawal: Mutex<Cents>,
     /// The deposit address, once read: it does not change.
     deposit_address: Mutex<Option<String>>,
 }
@@ -153,7 +151,6 @@ impl OkxProvider {
                 withdrawal_history: EndpointLimiter::new(),
             },
             quotes: Mutex::new(None),
-            min_withdrawal: Mutex::new(Cents(1)),
             deposit_address: Mutex::new(None),
             settings,
         })
@@ -349,6 +346,7 @@ impl OkxProvider {
             "dest": "4",
             "toAddr": request.address,
             "chain": chain,
+            "fee": protocol::cents_to_amount(request.fee),
             "clientId": client_id,
         })
         .to_string();
@@ -364,7 +362,14 @@ impl OkxProvider {
                 };
             }
         };
-        withdrawal_outcome(&answer, &client_id)
+        let outcome = withdrawal_outcome(&answer, &client_id);
+        if let WithdrawalOutcome::Rejected { reason } = &outcome
+            && reason.starts_with(FEE_CHANGED)
+        {
+            // The next quote (a retry's) reads OKX's current fee.
+            *lock(&self.quotes) = None;
+        }
+        outcome
     }
 
     /// Looks one client id up.
@@ -438,8 +443,18 @@ fn withdrawal_outcome(answer: &Answer, client_id: &str) -> WithdrawalOutcome {
             retry_after_ms: answer.retry_after_ms.unwrap_or(RATE_LIMIT_BACKOFF_MS),
         },
         CodeClass::Ambiguous => WithdrawalOutcome::Ambiguous { reason: message },
+        CodeClass::Rejected if envelope.as_ref().is_ok_and(|e| mentions_fee(&e.msg)) => {
+            WithdrawalOutcome::Rejected {
+                reason: format!("{FEE_CHANGED}{message}"),
+            }
+        }
         CodeClass::Rejected => WithdrawalOutcome::Rejected { reason: message },
     }
+}
+
+/// Whether OKX's refusal is about the fee sent.
+fn mentions_fee(message: &str) -> bool {
+    message.to_ascii_lowercase().contains("fee")
 }
 
 fn unavailable(request_path: &str, why: &str) -> ExchangeError {
@@ -458,10 +473,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl ExchangeProvider for OkxProvider {
     fn name(&self) -> &'static str {
         "okx"
-    }
-
-    fn supports(&self, network: Network) -> bool {
-        self.chains.contains_key(&network)
     }
 
     fn withdrawal_limit(&self) -> Option<(u32, u32)> {
@@ -495,25 +506,16 @@ impl ExchangeProvider for OkxProvider {
         })
     }
 
-    async fn fee(&self, network: Network) -> Result<Cents, ExchangeError> {
-        let chain = self.chains.get(&network).ok_or_else(|| {
-            ExchangeError::Unavailable(format!(
-                "no OKX chain is configured for {network} (exchange.okx.chains)"
-            ))
-        })?;
-        let quotes = self.quotes().await?;
-        let quote = quotes.get(chain).ok_or_else(|| {
-            ExchangeError::Unavailable(format!(
-                "OKX does not offer {CCY} withdrawals on {chain} now"
-            ))
-        })?;
-        let mut min = lock(&self.min_withdrawal);
-        *min = (*min).max(quote.min_withdrawal);
-        Ok(quote.fee)
-    }
-
-    fn min_withdrawal(&self) -> Cents {
-        *lock(&self.min_withdrawal)
+    async fn quote(&self, network: Network) -> Result<Option<Quote>, ExchangeError> {
+        // A network with no configured chain, or a chain OKX does not withdraw on now, cannot
+        // be paid.
+        let Some(chain) = self.chains.get(&network) else {
+            return Ok(None);
+        };
+        Ok(self.quotes().await?.get(chain).map(|q| Quote {
+            fee: q.fee,
+            minimum: q.min_withdrawal,
+        }))
     }
 
     async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome> {

@@ -1,0 +1,281 @@
+//! The holds ledger of the exchange account (CONTRACT §7): one hold per funded payout attempt,
+//! of its amount + fee. A hold is created in the transaction that funds its attempt (the run
+//! becomes DEPOSITED, or a retry is accepted) and released in the transaction that records the
+//! end of its claim on the balance (the exchange accepted it, or it ended without a
+//! withdrawal). The account's reserved total is a counter moved by exactly what each of those
+//! transactions creates or releases, so reading it costs one row.
+
+use payroll_entities::{PayoutStatus, exchange_hold, exchange_reserve, payout, time};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    Statement,
+    sea_query::{Expr, ExprTrait as _},
+};
+
+/// The one exchange account of a deployment.
+pub const ACCOUNT: &str = "exchange";
+
+/// Most keys in one statement (well under every backend's parameter limit).
+const CHUNK: usize = 500;
+
+/// Why a hold ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// The exchange accepted the withdrawal: its own available balance has dropped.
+    Accepted,
+    /// The exchange definitely refused the first send: nothing was withdrawn.
+    Refused,
+    /// The exchange reports the withdrawal failed before we saw it accepted.
+    Failed,
+    /// The payout or its run was cancelled before anything was sent.
+    Cancelled,
+}
+
+impl Release {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Release::Accepted => "accepted",
+            Release::Refused => "refused",
+            Release::Failed => "failed",
+            Release::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A hold to create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewHold {
+    pub payout_id: String,
+    pub attempt: i32,
+    pub run_id: String,
+    /// Amount + fee.
+    pub amount: i64,
+}
+
+const SUM: &str = "CAST(COALESCE(SUM(amount_usd_cents), 0) AS BIGINT)";
+
+/// Σ active holds of the account (the counter).
+pub async fn reserved<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
+    Ok(exchange_reserve::Entity::find_by_id(ACCOUNT.to_owned())
+        .one(conn)
+        .await?
+        .map_or(0, |r| r.reserved_usd_cents))
+}
+
+/// Σ active holds, summed from the ledger itself (the counter must always equal it).
+pub async fn reserved_by_ledger<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
+    Ok(exchange_hold::Entity::find()
+        .select_only()
+        .column_as(Expr::cust(SUM), "total")
+        .filter(exchange_hold::Column::ReleasedAt.is_null())
+        .into_tuple::<i64>()
+        .one(conn)
+        .await?
+        .unwrap_or(0))
+}
+
+/// Σ active holds of one run.
+pub async fn held_by_run<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i64, DbErr> {
+    Ok(exchange_hold::Entity::find()
+        .select_only()
+        .column_as(Expr::cust(SUM), "total")
+        .filter(exchange_hold::Column::PayrollRunId.eq(run_id))
+        .filter(exchange_hold::Column::ReleasedAt.is_null())
+        .into_tuple::<i64>()
+        .one(conn)
+        .await?
+        .unwrap_or(0))
+}
+
+async fn move_counter<C: ConnectionTrait>(conn: &C, delta: i64) -> Result<(), DbErr> {
+    if delta == 0 {
+        return Ok(());
+    }
+    let moved = exchange_reserve::Entity::update_many()
+        .col_expr(
+            exchange_reserve::Column::ReservedUsdCents,
+            Expr::col(exchange_reserve::Column::ReservedUsdCents).add(delta),
+        )
+        .filter(exchange_reserve::Column::Account.eq(ACCOUNT))
+        .exec(conn)
+        .await?;
+    if moved.rows_affected == 0 {
+        exchange_reserve::Entity::insert(exchange_reserve::ActiveModel {
+            account: sea_orm::Set(ACCOUNT.to_owned()),
+            reserved_usd_cents: sea_orm::Set(delta),
+        })
+        .exec_without_returning(conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Holds for every PENDING payout of a run that is being funded; answers their sum.
+pub async fn hold_pending_of_run<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i64, DbErr> {
+    let rows: Vec<(String, i32, i64, i64)> = payout::Entity::find()
+        .select_only()
+        .column(payout::Column::Id)
+        .column(payout::Column::Attempt)
+        .column(payout::Column::AmountUsdCents)
+        .column(payout::Column::FeeUsdCents)
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .into_tuple()
+        .all(conn)
+        .await?;
+    let holds = rows
+        .into_iter()
+        .map(|(payout_id, attempt, amount, fee)| NewHold {
+            payout_id,
+            attempt,
+            run_id: run_id.to_owned(),
+            amount: amount + fee,
+        })
+        .collect();
+    hold(conn, holds).await
+}
+
+/// Creates holds (an attempt already held is left as it is); answers the sum created.
+pub async fn hold<C: ConnectionTrait>(conn: &C, holds: Vec<NewHold>) -> Result<i64, DbErr> {
+    let now = time::now();
+    let mut total = 0i64;
+    for chunk in holds.chunks(CHUNK) {
+        let ids: Vec<String> = chunk.iter().map(|h| h.payout_id.clone()).collect();
+        let existing: Vec<(String, i32)> = exchange_hold::Entity::find()
+            .select_only()
+            .column(exchange_hold::Column::PayoutId)
+            .column(exchange_hold::Column::Attempt)
+            .filter(exchange_hold::Column::PayoutId.is_in(ids))
+            .into_tuple()
+            .all(conn)
+            .await?;
+        let fresh: Vec<&NewHold> = chunk
+            .iter()
+            .filter(|h| !existing.contains(&(h.payout_id.clone(), h.attempt)))
+            .collect();
+        if fresh.is_empty() {
+            continue;
+        }
+        for h in &fresh {
+            total = total.checked_add(h.amount).ok_or_else(|| {
+                DbErr::Custom("the held amounts add up to more than can be represented".into())
+            })?;
+        }
+        exchange_hold::Entity::insert_many(fresh.into_iter().map(|h| exchange_hold::ActiveModel {
+            payout_id: sea_orm::Set(h.payout_id.clone()),
+            attempt: sea_orm::Set(h.attempt),
+            payroll_run_id: sea_orm::Set(h.run_id.clone()),
+            amount_usd_cents: sea_orm::Set(h.amount),
+            created_at: sea_orm::Set(now),
+            released_at: sea_orm::Set(None),
+            release_reason: sea_orm::Set(None),
+        }))
+        .exec_without_returning(conn)
+        .await?;
+    }
+    move_counter(conn, total).await?;
+    Ok(total)
+}
+
+/// Locks the active holds it reads on PostgreSQL, so that two transactions never release the
+/// same hold twice; SQLite's write transactions are serialised already.
+fn for_update<C: ConnectionTrait>(
+    conn: &C,
+    select: sea_orm::Select<exchange_hold::Entity>,
+) -> sea_orm::Select<exchange_hold::Entity> {
+    if conn.get_database_backend() == DatabaseBackend::Postgres {
+        select.lock_exclusive()
+    } else {
+        select
+    }
+}
+
+/// Releases the active holds of these attempts (payout id, attempt); answers the sum released.
+/// Releasing a hold that is no longer active changes nothing, so every path that learns of an
+/// attempt's end may call it.
+pub async fn release<C: ConnectionTrait>(
+    conn: &C,
+    attempts: &[(String, i32)],
+    why: Release,
+) -> Result<i64, DbErr> {
+    let mut total = 0i64;
+    for chunk in attempts.chunks(CHUNK) {
+        let ids: Vec<String> = chunk.iter().map(|(id, _)| id.clone()).collect();
+        let active = for_update(
+            conn,
+            exchange_hold::Entity::find()
+                .filter(exchange_hold::Column::PayoutId.is_in(ids))
+                .filter(exchange_hold::Column::ReleasedAt.is_null()),
+        )
+        .all(conn)
+        .await?;
+        let matched: Vec<&exchange_hold::Model> = active
+            .iter()
+            .filter(|h| {
+                chunk
+                    .iter()
+                    .any(|(id, a)| *id == h.payout_id && *a == h.attempt)
+            })
+            .collect();
+        total += release_rows(conn, &matched, why).await?;
+    }
+    move_counter(conn, -total).await?;
+    Ok(total)
+}
+
+/// Releases every active hold of a run; answers the sum released.
+pub async fn release_run<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    why: Release,
+) -> Result<i64, DbErr> {
+    let active = for_update(
+        conn,
+        exchange_hold::Entity::find()
+            .filter(exchange_hold::Column::PayrollRunId.eq(run_id))
+            .filter(exchange_hold::Column::ReleasedAt.is_null()),
+    )
+    .all(conn)
+    .await?;
+    let rows: Vec<&exchange_hold::Model> = active.iter().collect();
+    let mut total = 0;
+    for chunk in rows.chunks(CHUNK) {
+        total += release_rows(conn, chunk, why).await?;
+    }
+    move_counter(conn, -total).await?;
+    Ok(total)
+}
+
+async fn release_rows<C: ConnectionTrait>(
+    conn: &C,
+    rows: &[&exchange_hold::Model],
+    why: Release,
+) -> Result<i64, DbErr> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    exchange_hold::Entity::update_many()
+        .col_expr(exchange_hold::Column::ReleasedAt, Expr::value(time::now()))
+        .col_expr(
+            exchange_hold::Column::ReleaseReason,
+            Expr::value(why.as_str()),
+        )
+        .filter(exchange_hold::Column::PayoutId.is_in(rows.iter().map(|h| h.payout_id.clone())))
+        .filter(exchange_hold::Column::ReleasedAt.is_null())
+        .exec(conn)
+        .await?;
+    Ok(rows.iter().map(|h| h.amount_usd_cents).sum())
+}
+
+/// Takes PostgreSQL's advisory lock that serialises funding decisions across instances, in
+/// `conn`'s transaction.
+pub async fn lock_decisions<C: ConnectionTrait>(conn: &C) -> Result<(), DbErr> {
+    if conn.get_database_backend() == DatabaseBackend::Postgres {
+        conn.execute_raw(Statement::from_string(
+            DatabaseBackend::Postgres,
+            "SELECT pg_advisory_xact_lock(7301002)",
+        ))
+        .await?;
+    }
+    Ok(())
+}
