@@ -7,6 +7,7 @@ mod crash;
 mod email;
 mod employees;
 mod execution;
+mod funds;
 mod helpers;
 mod idempotency;
 mod instances;
