@@ -61,6 +61,32 @@ struct State {
     /// Malformed answers to give to the next withdrawal-history requests.
     malformed_lookups: u32,
     bad_signatures: Vec<String>,
+    /// The current withdrawal fee in USDC ("0.0123" when empty).
+    fee: String,
+    /// Chains OKX does not withdraw on now.
+    cannot_withdraw: Vec<&'static str>,
+    /// Minimum withdrawals by chain ("0.1" elsewhere).
+    min_wd: HashMap<&'static str, &'static str>,
+}
+
+impl State {
+    fn fee_text(&self) -> &str {
+        if self.fee.is_empty() {
+            "0.0123"
+        } else {
+            &self.fee
+        }
+    }
+
+    /// The current fee in whole cents, rounded up as the provider rounds it.
+    fn fee_cents(&self) -> i64 {
+        let (whole, fraction) = self
+            .fee_text()
+            .split_once('.')
+            .unwrap_or((self.fee_text(), "0"));
+        let micro: i64 = format!("{fraction:0<6}")[..6].parse().expect("fee");
+        whole.parse::<i64>().expect("fee") * 100 + (micro + 9_999) / 10_000
+    }
 }
 
 /// A scripted OKX account.
@@ -176,8 +202,11 @@ impl Respond for Responder {
                     chains
                         .iter()
                         .map(|chain| {
-                            json!({"ccy": "USDC", "chain": chain, "canWd": true,
-                                   "fee": "0.0123", "minWd": "0.1", "wdTickSz": "6"})
+                            json!({"ccy": "USDC", "chain": chain,
+                                   "canWd": !state.cannot_withdraw.contains(chain),
+                                   "fee": state.fee_text(),
+                                   "minWd": state.min_wd.get(chain).copied().unwrap_or("0.1"),
+                                   "wdTickSz": "6"})
                         })
                         .collect(),
                 ))
@@ -211,9 +240,21 @@ impl Respond for Responder {
                     // here is the bug the tests look for, so it is made visible.
                     return okx_error(200, "58404", "ClientId already exists");
                 }
+                let offered = body["fee"].as_str().map(cents_of).unwrap_or(0);
+                if offered < state.fee_cents() {
+                    return okx_error(
+                        200,
+                        "58237",
+                        &format!(
+                            "Withdrawal fee {} is below the current fee {}",
+                            body["fee"],
+                            state.fee_text()
+                        ),
+                    );
+                }
                 let amt = body["amt"].as_str().expect("amt").to_owned();
                 let wd_id = format!("{}", 7_000_000 + state.made.len());
-                state.available -= cents_of(&amt) + 2;
+                state.available -= cents_of(&amt) + offered;
                 state.made.push(Made {
                     client_id: client_id.clone(),
                     wd_id: wd_id.clone(),
@@ -292,6 +333,10 @@ impl FakeOkx {
                 .await;
         }
         FakeOkx { server, state }
+    }
+
+    fn set(&self, change: impl FnOnce(&mut State)) {
+        change(&mut self.state.lock().expect("state"));
     }
 
     fn fail_next_withdrawals(&self, faults: &[Fault]) {
@@ -657,4 +702,98 @@ async fn okx_crash_restart_pays_each_payout_exactly_once() {
     assert_eq!(okx.posts().len(), PAYOUTS, "killed at {at_kill}");
     okx.assert_signed();
     drop(second);
+}
+
+/// An employee on `network`, paid `salary` cents per regular run.
+async fn employee_on(app: &TestApp, email: &str, network: &str, salary: i64) -> String {
+    let res = app
+        .post(
+            "/api/v1/employees",
+            json!({"name": email, "email": email, "salary_usd_cents": salary,
+                   "network": network, "wallet_address": crate::helpers::evm_address(email)}),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.text);
+    res.data()["id"].as_str().expect("id").to_owned()
+}
+
+#[actix_web::test]
+async fn okx_networks_and_minimums_are_checked_per_payee_chain_at_confirm() {
+    let okx = FakeOkx::start(10_000_000).await;
+    okx.set(|s| {
+        s.cannot_withdraw = vec!["USDC-Polygon"];
+        s.min_wd = HashMap::from([("USDC-Base", "5")]);
+    });
+    let app = okx_app(&okx).await;
+    let polygon = employee_on(&app, "poly@example.com", "POLYGON", 5_000).await;
+    let base = employee_on(&app, "base@example.com", "BASE", 300).await;
+    // 300 cents is above Ethereum's minimum (10 cents), whatever Base's is.
+    employee_on(&app, "eth@example.com", "ETHEREUM", 300).await;
+    let run_id = app
+        .create_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/confirm"))
+        .await;
+    assert_eq!(res.status, 400, "{}", res.text);
+    let listed = payouts(&app, &run_id).await;
+    let payout_of = |employee: &str| {
+        listed
+            .iter()
+            .find(|p| p["employee_id"] == employee)
+            .and_then(|p| p["id"].as_str())
+            .expect("payout")
+            .to_owned()
+    };
+    let mut fields = res.invalid_fields();
+    fields.sort();
+    let mut expected = vec![
+        format!("payouts[{}].network", payout_of(&polygon)),
+        format!("payouts[{}].amount_usd_cents", payout_of(&base)),
+    ];
+    expected.sort();
+    assert_eq!(fields, expected, "{}", res.text);
+    assert_eq!(
+        app.get(&format!("/api/v1/payroll-runs/{run_id}"))
+            .await
+            .data()["status"],
+        "DRAFT"
+    );
+}
+
+#[actix_web::test]
+async fn okx_a_refused_fee_fails_the_attempt_and_a_retry_pays_the_current_fee() {
+    let okx = FakeOkx::start(10_000_000).await;
+    let app = okx_app(&okx).await;
+    app.create_employee("Fee", "fee@example.com", 5_000).await;
+    let run_id = app
+        .deposited_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    assert_eq!(payouts(&app, &run_id).await[0]["fee_usd_cents"], 2);
+    // OKX raises its fee between confirm and execute.
+    okx.set(|s| s.fee = "0.05".into());
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    app.wait_for_run(&run_id, 30, |r| r["status"] == "FAILED")
+        .await;
+    let failed = payouts(&app, &run_id).await;
+    let reason = failed[0]["failed_reason"].as_str().expect("reason");
+    assert!(reason.starts_with("fee_changed: "), "{reason}");
+    assert!(okx.made().is_empty(), "nothing was withdrawn");
+    let balance = app.get("/api/v1/treasury/balance").await;
+    assert_eq!(balance.data()["exchange"]["reserved_usd_cents"], 0);
+
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/retry-failed"))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    completed(&app, &run_id).await;
+    let paid = payouts(&app, &run_id).await;
+    assert_eq!(paid[0]["fee_usd_cents"], 5);
+    assert_eq!(paid[0]["attempt"], 2);
+    assert_eq!(okx.made().len(), 1);
+    let run = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
+    assert_eq!(run.data()["total_fees_usd_cents"], 5);
 }
