@@ -8,6 +8,7 @@ mod email;
 mod employees;
 mod execution;
 mod funds;
+mod funds_property;
 mod helpers;
 mod idempotency;
 mod instances;
