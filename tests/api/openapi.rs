@@ -87,3 +87,26 @@ async fn the_document_covers_every_served_route() {
         "#/components/schemas/Pagination"
     );
 }
+
+/// Every money input carries the limits the server enforces (CONTRACT §1).
+#[actix_web::test]
+async fn money_inputs_carry_their_limits_in_the_document() {
+    let app = spawn_app().await;
+    let res = app
+        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
+        .await;
+    let schemas = &res.json["components"]["schemas"];
+    for (schema, field, minimum) in [
+        ("EmployeeInput", "salary_usd_cents", 0),
+        ("EmployeeUpdate", "salary_usd_cents", 0),
+        ("RunItem", "amount_usd_cents", 1),
+        ("CreateTransferRequest", "amount_usd_cents", 1),
+    ] {
+        let property = &schemas[schema]["properties"][field];
+        assert_eq!(
+            property["maximum"], 100_000_000_000_i64,
+            "{schema}.{field}: {property}"
+        );
+        assert_eq!(property["minimum"], minimum, "{schema}.{field}: {property}");
+    }
+}
