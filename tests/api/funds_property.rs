@@ -138,7 +138,7 @@ impl Model {
         let fitting: Vec<usize> = (0..self.runs.len())
             .filter(|i| self.runs[*i].state == state)
             .collect();
-        if !fitting.is_empty() && index % 4 != 0 {
+        if !fitting.is_empty() && !index.is_multiple_of(4) {
             return Some(fitting[index as usize / 4 % fitting.len()]);
         }
         (!self.runs.is_empty()).then(|| index as usize % self.runs.len())
