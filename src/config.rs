@@ -340,6 +340,11 @@ impl Settings {
                 30 * DAY_MS,
             ),
             (
+                "exchange.unreachable_fail_ms",
+                self.exchange.unreachable_fail_ms,
+                30 * DAY_MS,
+            ),
+            (
                 "exchange.sandbox.completion_delay_ms",
                 self.exchange.sandbox.completion_delay_ms,
                 DAY_MS,
@@ -375,6 +380,12 @@ impl Settings {
         }
         if self.exchange.in_flight_window == 0 {
             return bad("exchange.in_flight_window", "must be at least 1");
+        }
+        if self.exchange.max_sends == 0 || self.exchange.max_sends > 100 {
+            return bad("exchange.max_sends", "must be from 1 to 100");
+        }
+        if self.exchange.reconcile_batch == 0 || self.exchange.reconcile_batch > 100_000 {
+            return bad("exchange.reconcile_batch", "must be from 1 to 100000");
         }
         let sandbox = &self.exchange.sandbox;
         for (key, value) in [

@@ -51,6 +51,7 @@ use payroll_actors::views::API_VERSION;
         payouts::get,
         payouts::retry,
         payouts::cancel,
+        payouts::resolve,
         jobs::get,
         treasury::balance,
         treasury::create_transfer,

@@ -187,12 +187,12 @@ impl Application {
             per_second,
             burst,
         );
-        let exchange = ExchangeActor::new(provider, limit, db.clone()).start();
+        let lease = LeaseSettings::new(Duration::from_millis(settings.runs.lease_ttl_ms));
+        let exchange = ExchangeActor::new(provider, limit, db.clone(), lease.owner.clone()).start();
         let funds = FundsDesk::new(db.clone(), exchange.clone());
         let mailer = Mailer::new(db.clone(), settings.email.clone(), &settings.data.dir)
             .context("email settings")?
             .start();
-        let lease = LeaseSettings::new(Duration::from_millis(settings.runs.lease_ttl_ms));
         tracing::info!(instance = %lease.owner, "instance id");
         let runs = RunManager::new(Arc::new(RunDeps {
             db: db.clone(),

@@ -13,6 +13,7 @@ pub const EVENT_KINDS: &[&str] = &[
     "payout.completed",
     "payout.failed",
     "payout.cancelled",
+    "payout.stuck",
     "webhook.test",
 ];
 

@@ -32,10 +32,16 @@ pub struct ExchangeSettings {
     pub burst: u32,
     /// Payouts handed to the exchange and not yet answered, per run.
     pub in_flight_window: u32,
-    /// How long an unanswered withdrawal stays unknown at the exchange before it is sent again.
+    /// How long after its last send a withdrawal the exchange does not know is sent again.
     pub reconcile_grace_ms: u64,
-    /// A payout PROCESSING longer than this is reported, never re-sent.
+    /// A payout PROCESSING longer than this is stuck: reported, never re-sent.
     pub stuck_after_ms: u64,
+    /// Client ids looked up in one pass.
+    pub reconcile_batch: u32,
+    /// Sends of one client id before a payout whose outcome is still unknown is stuck.
+    pub max_sends: u32,
+    /// A job that cannot reach the exchange this long is FAILED.
+    pub unreachable_fail_ms: u64,
     pub sandbox: SandboxSettings,
     pub okx: OkxSettings,
 }

@@ -273,6 +273,11 @@ pub struct PayoutResource {
     pub on_chain_tx_hash: Option<String>,
     pub block_explorer_url: Option<String>,
     pub failed_reason: Option<String>,
+    /// Set while the exchange's answer is still unknown after `exchange.max_sends` sends, or
+    /// the payout has been PROCESSING longer than `exchange.stuck_after_ms`: it is never sent
+    /// again on its own; an operator resolves it (`POST /payouts/{payout_id}/resolve`).
+    pub stuck_since: Option<Timestamp>,
+    /// The first send of this attempt.
     pub initiated_at: Option<Timestamp>,
     pub completed_at: Option<Timestamp>,
     pub created_at: Timestamp,
@@ -302,6 +307,7 @@ impl From<&payout::Model> for PayoutResource {
             on_chain_tx_hash: m.on_chain_tx_hash.clone(),
             block_explorer_url: m.block_explorer_url.clone(),
             failed_reason: m.failed_reason.clone(),
+            stuck_since: m.stuck_since.map(Timestamp::from),
             initiated_at: m.initiated_at.map(Timestamp::from),
             completed_at: m.completed_at.map(Timestamp::from),
             created_at: m.created_at.into(),

@@ -35,7 +35,14 @@ pub struct Model {
     pub on_chain_tx_hash: Option<String>,
     pub block_explorer_url: Option<String>,
     pub failed_reason: Option<String>,
+    /// First send of this attempt.
     pub initiated_at: Option<DateTime<Utc>>,
+    /// Sends of this attempt's client id, each counted (under the run's lease) as it leaves.
+    pub send_count: i32,
+    /// The last send of this attempt: the resend grace counts from it.
+    pub last_sent_at: Option<DateTime<Utc>>,
+    /// Set while the payout is stuck (CONTRACT §7): never sent again on its own.
+    pub stuck_since: Option<DateTime<Utc>>,
     pub completed_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,

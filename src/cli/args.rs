@@ -260,6 +260,22 @@ pub enum PayoutsCommand {
     /// Cancel a payout not yet handed to the exchange.
     #[command(after_help = "Example:\n  payroll payouts cancel pay_01…")]
     Cancel { payout_id: String },
+    /// Resolve a stuck payout after checking the exchange: completed (it paid) or failed (no
+    /// withdrawal exists there).
+    #[command(
+        after_help = "Examples:\n  payroll payouts resolve pay_01… --outcome completed --on-chain-tx-hash 0xabc… --note \"seen in the exchange's history\"\n  payroll payouts resolve pay_01… --outcome failed --note \"no withdrawal under this client id\""
+    )]
+    Resolve {
+        payout_id: String,
+        /// completed or failed.
+        #[arg(long, value_parser = ["completed", "failed"])]
+        outcome: String,
+        /// With completed: the transaction hash.
+        #[arg(long)]
+        on_chain_tx_hash: Option<String>,
+        #[arg(long)]
+        note: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -79,6 +79,18 @@ pub async fn execute(client: &Client, command: Command) -> Result<(), Failure> {
                 PayoutsCommand::Cancel { payout_id } => {
                     Call::post(format!("/payouts/{payout_id}/cancel"))
                 }
+                PayoutsCommand::Resolve {
+                    payout_id,
+                    outcome,
+                    on_chain_tx_hash,
+                    note,
+                } => {
+                    let mut body = Map::new();
+                    body.insert("outcome".into(), outcome.into());
+                    insert(&mut body, "on_chain_tx_hash", on_chain_tx_hash);
+                    insert(&mut body, "note", note);
+                    Call::post(format!("/payouts/{payout_id}/resolve")).json(Value::Object(body))
+                }
             };
             client.run(&call).await.map(drop)
         }

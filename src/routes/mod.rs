@@ -57,6 +57,7 @@ pub static ROUTES: &[RouteSpec] = &[
     RouteSpec { method: Method::GET, path: "/payouts/{payout_id}", operation: "getPayout", access: any(&[PayrollRead]), body: BodyKind::None, handler: |r| r.to(payouts::get) },
     RouteSpec { method: Method::POST, path: "/payouts/{payout_id}/retry", operation: "retryPayout", access: any(&[PayrollExecute]), body: BodyKind::Json, handler: |r| r.to(payouts::retry) },
     RouteSpec { method: Method::POST, path: "/payouts/{payout_id}/cancel", operation: "cancelPayout", access: any(&[PayrollExecute]), body: BodyKind::Json, handler: |r| r.to(payouts::cancel) },
+    RouteSpec { method: Method::POST, path: "/payouts/{payout_id}/resolve", operation: "resolvePayout", access: any(&[PayrollExecute]), body: BodyKind::Json, handler: |r| r.to(payouts::resolve) },
     RouteSpec { method: Method::GET, path: "/jobs/{job_id}", operation: "getJob", access: any(&[PayrollRead]), body: BodyKind::None, handler: |r| r.to(jobs::get) },
     RouteSpec { method: Method::GET, path: "/treasury/balance", operation: "getTreasuryBalance", access: any(&[TreasuryRead]), body: BodyKind::None, handler: |r| r.to(treasury::balance) },
     RouteSpec { method: Method::POST, path: "/treasury/transfers", operation: "createTreasuryTransfer", access: any(&[TreasuryWrite]), body: BodyKind::Json, handler: |r| r.to(treasury::create_transfer) },

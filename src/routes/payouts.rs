@@ -1,14 +1,44 @@
 //! `/payouts/{payout_id}`: one payout, and retrying or cancelling it through its run's actor.
 
 use actix_web::{HttpResponse, http::StatusCode};
-use payroll_actors::run::messages::RunCommand;
+use payroll_actors::run::messages::{Resolution, RunCommand};
 use payroll_actors::views::PayoutResource;
 use payroll_entities::{ids, payout};
+use serde::Deserialize;
+use utoipa::ToSchema;
 
 use crate::{
-    http::{error::ApiError, request::ApiRequest, resource::find_resource},
+    http::{
+        body::merge_errors,
+        error::{ApiError, FieldError},
+        request::ApiRequest,
+        resource::find_resource,
+    },
     routes::{api_keys::EmptyRequest, runs},
 };
+
+/// What an operator found at the exchange for a stuck payout.
+#[derive(Debug, Clone, Copy, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ResolvedOutcome {
+    /// The exchange paid it.
+    Completed,
+    /// The exchange holds no withdrawal for it: no money left.
+    Failed,
+}
+
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResolvePayoutRequest {
+    /// `completed` or `failed`.
+    pub outcome: Option<ResolvedOutcome>,
+    /// With `completed`: the transaction hash, where known.
+    #[schema(min_length = 1, max_length = 200)]
+    pub on_chain_tx_hash: Option<String>,
+    /// What was found, for the audit log (and the failed reason).
+    #[schema(max_length = 1000)]
+    pub note: Option<String>,
+}
 
 async fn find_payout(req: &ApiRequest) -> Result<payout::Model, ApiError> {
     let id = req.param("payout_id");
@@ -54,6 +84,51 @@ pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let payout = find_payout(&req).await?;
     let command = RunCommand::CancelPayout {
         payout_id: payout.id,
+    };
+    runs::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
+}
+
+#[utoipa::path(post, path = "/payouts/{payout_id}/resolve", operation_id = "resolvePayout", tag = "payouts",
+    params(("payout_id" = String, Path)), request_body = ResolvePayoutRequest,
+    responses((status = 200, description = "The payout, COMPLETED or FAILED as resolved; only a stuck payout (`stuck_since` set) can be resolved, any other answers 409 INVALID_STATUS_TRANSITION", body = PayoutResource)))]
+#[tracing::instrument(skip_all, fields(payout_id = %req.param("payout_id")))]
+pub async fn resolve(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let (body, mut errors) = req.json_partial::<ResolvePayoutRequest>()?;
+    let mut checks = Vec::new();
+    if body.outcome.is_none() && !errors.iter().any(|e| e.field == "outcome") {
+        checks.push(FieldError::new(
+            "outcome",
+            "required: completed (the exchange paid it) or failed (no withdrawal exists)",
+        ));
+    }
+    match (&body.on_chain_tx_hash, body.outcome) {
+        (Some(hash), _) if hash.trim().is_empty() || hash.chars().count() > 200 => {
+            checks.push(FieldError::new("on_chain_tx_hash", "1 to 200 characters"))
+        }
+        (Some(_), Some(ResolvedOutcome::Failed)) => checks.push(FieldError::new(
+            "on_chain_tx_hash",
+            "only with outcome completed",
+        )),
+        _ => {}
+    }
+    if body.note.as_ref().is_some_and(|n| n.chars().count() > 1000) {
+        checks.push(FieldError::new("note", "at most 1000 characters"));
+    }
+    merge_errors(&mut errors, checks);
+    if !errors.is_empty() {
+        return Err(ApiError::validation(errors));
+    }
+    let payout = find_payout(&req).await?;
+    let resolution = match body.outcome {
+        Some(ResolvedOutcome::Failed) => Resolution::Failed { note: body.note },
+        _ => Resolution::Completed {
+            on_chain_tx_hash: body.on_chain_tx_hash.map(|h| h.trim().to_owned()),
+            note: body.note,
+        },
+    };
+    let command = RunCommand::ResolvePayout {
+        payout_id: payout.id,
+        resolution,
     };
     runs::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
 }

@@ -20,11 +20,12 @@ use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use payroll_actors::{
     exchange::actor::{ExchangeState, GetBalances, GetState},
-    run::manager::LiveRuns,
+    run::{manager::LiveRuns, store},
     telemetry::{self, CountedSend},
 };
 use payroll_entities::{
-    DeliveryStatus, RunStatus, WebhookStatus, payroll_run, time, webhook_delivery, webhook_endpoint,
+    Cents, DeliveryStatus, RunStatus, WebhookStatus, payout, payroll_run, time, webhook_delivery,
+    webhook_endpoint,
 };
 use sea_orm::{
     ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -107,6 +108,21 @@ pub async fn status_page(
                 tracing::warn!(error = %err, "status page: runs not read");
                 html.push_str(
                     "<p class=\"error\">The runs could not be read from the database.</p>",
+                );
+            }
+        }
+    } else {
+        needs_scope(&mut html, Scope::PayrollRead);
+    }
+
+    html.push_str("<h2>Stuck payouts</h2>");
+    if sections.runs {
+        match store::stuck_of(&state.db.conn, None, MAX_RUNS).await {
+            Ok(stuck) => render_stuck(&mut html, &stuck),
+            Err(err) => {
+                tracing::warn!(error = %err, "status page: stuck payouts not read");
+                html.push_str(
+                    "<p class=\"error\">The stuck payouts could not be read from the database.</p>",
                 );
             }
         }
@@ -263,6 +279,39 @@ fn render_runs(html: &mut String, runs: &[payroll_run::Model]) {
             processing = run.processing_count,
             pending = run.pending_count,
             cancelled = run.cancelled_count,
+        );
+    }
+    html.push_str("</table>");
+}
+
+/// Payouts whose outcome nobody knows: an operator checks the exchange and resolves each.
+fn render_stuck(html: &mut String, stuck: &[payout::Model]) {
+    if stuck.is_empty() {
+        html.push_str("<p class=\"muted\">No stuck payouts.</p>");
+        return;
+    }
+    html.push_str(concat!(
+        "<p>Check each at the exchange by its client withdrawal id, then ",
+        "<code>POST /api/v1/payouts/{payout_id}/resolve</code> ",
+        "(<code>payroll payouts resolve</code>).</p>",
+        "<table id=\"stuck\"><tr><th>Payout</th><th>Run</th><th>Status</th><th>Stuck since</th>",
+        "<th>Sends</th><th>Client withdrawal id</th><th>Amount (USD)</th></tr>"
+    ));
+    for p in stuck {
+        let _ = write!(
+            html,
+            concat!(
+                "<tr class=\"stuck\" data-payout-id=\"{id}\"><td><code>{id}</code></td>",
+                "<td><code>{run}</code></td><td>{status}</td><td>{since}</td><td>{sends}</td>",
+                "<td><code>{client}</code></td><td>{amount}</td></tr>"
+            ),
+            id = escape(&p.id),
+            run = escape(&p.payroll_run_id),
+            status = escape(p.status.as_str()),
+            since = escape(&p.stuck_since.as_ref().map(time::format).unwrap_or_default()),
+            sends = p.send_count,
+            client = escape(p.client_withdrawal_id.as_deref().unwrap_or("")),
+            amount = Cents(p.amount_usd_cents).display_usd(),
         );
     }
     html.push_str("</table>");

@@ -25,7 +25,8 @@ pub use super::point::{FundsPoint, PointFigures};
 use super::{
     Balances, ExchangeError, ExchangeProvider, Quote, RemoteStatus, WithdrawalOutcome,
     WithdrawalRequest,
-    point::{read_point, settle_holds},
+    outcome::Sent,
+    point::{read_point, send_fenced},
     rate_limit::SharedRateLimit,
 };
 use crate::telemetry::{self, ActorKind, Handling, Observed};
@@ -33,8 +34,13 @@ use crate::telemetry::{self, ActorKind, Handling, Observed};
 /// Most withdrawals sent in one call to the provider.
 const MAX_BATCH: usize = 64;
 
-/// A withdrawal with the exchange's answer to it.
-pub type Answered = (WithdrawalRequest, WithdrawalOutcome);
+/// A withdrawal with the exchange's answer to it, and which send of its client id it was.
+#[derive(Debug, Clone)]
+pub struct Answered {
+    pub request: WithdrawalRequest,
+    pub outcome: WithdrawalOutcome,
+    pub sent: Sent,
+}
 
 /// Outcomes of withdrawals a run handed over, reported back to it.
 #[derive(Message, Debug)]
@@ -69,6 +75,8 @@ pub struct ExchangeActor {
     provider: Arc<dyn ExchangeProvider>,
     limit: SharedRateLimit,
     db: Db,
+    /// This instance's id: sends leave only for runs whose lease it holds.
+    owner: String,
     /// Funds checks waiting for the next consistent point; no send starts while there are any.
     points: Vec<PointWaiter>,
     /// A consistent point is being read.
@@ -103,11 +111,13 @@ impl ExchangeActor {
         provider: Arc<dyn ExchangeProvider>,
         limit: SharedRateLimit,
         db: Db,
+        owner: String,
     ) -> ExchangeActor {
         ExchangeActor {
             provider,
             limit,
             db,
+            owner,
             points: Vec::new(),
             reading_point: false,
             send_owed: false,
@@ -215,25 +225,30 @@ impl ExchangeActor {
         let batch: Vec<Queued> = self.queue.drain(..granted).collect();
         telemetry::withdrawals_queued(self.queue.len());
         let requests: Vec<WithdrawalRequest> = batch.iter().map(|q| q.request.clone()).collect();
-        let resends: Vec<bool> = batch.iter().map(|q| q.resend).collect();
-        self.sent += requests.len() as u64;
         let provider = self.provider.clone();
         let db = self.db.clone();
+        let owner = self.owner.clone();
         ctx.spawn(
-            async move {
-                let mut outcomes = provider.withdraw(&requests).await;
-                settle_holds(&db, &requests, &resends, &mut outcomes).await;
-                outcomes
-            }
-            .into_actor(self)
-            .map(move |outcomes, act, ctx| {
-                act.sending = false;
-                act.deliver(batch, outcomes);
-                act.pump(ctx);
-                if !act.sending {
-                    act.wake_idle_waiters();
-                }
-            }),
+            async move { send_fenced(&db, &owner, &*provider, requests).await }
+                .into_actor(self)
+                .map(move |answers, act, ctx| {
+                    act.sent += answers
+                        .iter()
+                        .filter(|(_, o, _)| {
+                            !matches!(
+                                o,
+                                WithdrawalOutcome::NotSent { .. }
+                                    | WithdrawalOutcome::RateLimited { .. }
+                            )
+                        })
+                        .count() as u64;
+                    act.sending = false;
+                    act.deliver(batch, answers);
+                    act.pump(ctx);
+                    if !act.sending {
+                        act.wake_idle_waiters();
+                    }
+                }),
         );
     }
 
@@ -267,26 +282,36 @@ impl ExchangeActor {
         }
     }
 
-    fn deliver(&mut self, batch: Vec<Queued>, outcomes: Vec<WithdrawalOutcome>) {
+    fn deliver(&mut self, batch: Vec<Queued>, answers: Vec<(String, WithdrawalOutcome, Sent)>) {
         let mut by_recipient: Vec<(Recipient<WithdrawalResults>, Vec<Answered>)> = Vec::new();
         let mut retry = Vec::new();
-        let mut outcomes = outcomes.into_iter();
+        let mut answers = answers.into_iter();
         let mut tally = OutcomeTally::default();
         for queued in batch {
-            let outcome = outcomes.next().unwrap_or(WithdrawalOutcome::Ambiguous {
-                reason: "the exchange gave no answer for this withdrawal".into(),
-            });
+            let (outcome, sent) = match answers.next() {
+                Some((_, outcome, sent)) => (outcome, sent),
+                None => (
+                    WithdrawalOutcome::Ambiguous {
+                        reason: "the exchange gave no answer for this withdrawal".into(),
+                    },
+                    Sent::Resend,
+                ),
+            };
             tally.add(&outcome);
             if let WithdrawalOutcome::RateLimited { retry_after_ms } = outcome {
                 let until = Instant::now() + Duration::from_millis(retry_after_ms.max(1));
                 self.paused_until = Some(self.paused_until.map_or(until, |p| p.max(until)));
-                self.sent = self.sent.saturating_sub(1);
                 retry.push(queued);
                 continue;
             }
+            let answered = Answered {
+                request: queued.request,
+                outcome,
+                sent,
+            };
             match by_recipient.iter_mut().find(|(r, _)| *r == queued.reply_to) {
-                Some((_, results)) => results.push((queued.request, outcome)),
-                None => by_recipient.push((queued.reply_to, vec![(queued.request, outcome)])),
+                Some((_, results)) => results.push(answered),
+                None => by_recipient.push((queued.reply_to, vec![answered])),
             }
         }
         // Rate-limited withdrawals go back to the front, in their order.
@@ -349,6 +374,8 @@ struct OutcomeTally {
     rejected: u64,
     rate_limited: u64,
     ambiguous: u64,
+    credentials_refused: u64,
+    not_sent: u64,
 }
 
 impl OutcomeTally {
@@ -358,6 +385,8 @@ impl OutcomeTally {
             WithdrawalOutcome::Rejected { .. } => self.rejected += 1,
             WithdrawalOutcome::RateLimited { .. } => self.rate_limited += 1,
             WithdrawalOutcome::Ambiguous { .. } => self.ambiguous += 1,
+            WithdrawalOutcome::CredentialsRefused { .. } => self.credentials_refused += 1,
+            WithdrawalOutcome::NotSent { .. } => self.not_sent += 1,
         }
     }
 
@@ -366,6 +395,8 @@ impl OutcomeTally {
         telemetry::withdrawals("rejected", self.rejected);
         telemetry::withdrawals("rate_limited", self.rate_limited);
         telemetry::withdrawals("ambiguous", self.ambiguous);
+        telemetry::withdrawals("credentials_refused", self.credentials_refused);
+        telemetry::withdrawals("not_sent", self.not_sent);
     }
 }
 

@@ -4,8 +4,10 @@
 
 pub mod actor;
 pub mod desk;
+pub mod fence;
 pub mod holds;
 pub mod okx;
+pub mod outcome;
 pub mod point;
 pub mod rate_limit;
 pub mod sandbox;
@@ -52,6 +54,10 @@ pub enum WithdrawalOutcome {
     RateLimited { retry_after_ms: u64 },
     /// No clear answer (timeout, reset, 5xx): look the client id up before anything else.
     Ambiguous { reason: String },
+    /// The exchange refused our credentials (a bad key or signature): nothing was created.
+    CredentialsRefused { reason: String },
+    /// Never sent: the instance no longer held the run's lease when the send was due.
+    NotSent { reason: String },
 }
 
 /// A withdrawal as the exchange knows it, looked up by client id.

@@ -1,48 +1,103 @@
 //! The funds side of the `ExchangeActor` (CONTRACT §7): holds released as soon as the
-//! exchange has answered, and the figures of one consistent point.
+//! exchange has answered (after each send was fenced by the run's lease), and the figures of
+//! one consistent point.
 
-use payroll_entities::db::Db;
+use payroll_entities::{db::Db, time};
 
 use super::{
-    Balances, ExchangeError, ExchangeProvider, WithdrawalOutcome, WithdrawalRequest, holds,
+    Balances, ExchangeError, ExchangeProvider, WithdrawalOutcome, WithdrawalRequest, fence, holds,
+    outcome::{Sent, Verdict, of_answer},
     parse_client_id,
 };
 
-/// Releases the holds of attempts whose answer ends their claim on the balance, before the
-/// answers go anywhere: accepted (the exchange's balance has dropped) or definitely refused on
-/// a first send. A refusal of a resend proves nothing (the first send may have been accepted)
-/// and becomes an unknown answer, looked up by client id. When the ledger cannot be written,
-/// the holds stay until the run records the outcome and releases them itself.
-pub(super) async fn settle_holds(
+/// Sends one batch: each send stamped under the run's lease first (those of runs this
+/// instance no longer holds are not sent), then the provider's answers, and the holds of
+/// attempts whose answer ends their claim on the balance released before the answers go
+/// anywhere (accepted: the exchange's balance has dropped; a definite refusal of a first send:
+/// nothing was withdrawn). Sends the exchange turned away with its rate limit are not counted.
+/// When the ledger cannot be written, the holds stay until the run records the outcome and
+/// releases them itself. Answers (client id, outcome, which send) in the batch's order.
+pub(super) async fn send_fenced(
     db: &Db,
-    requests: &[WithdrawalRequest],
-    resends: &[bool],
-    outcomes: &mut [WithdrawalOutcome],
-) {
+    owner: &str,
+    provider: &dyn ExchangeProvider,
+    requests: Vec<WithdrawalRequest>,
+) -> Vec<(String, WithdrawalOutcome, Sent)> {
+    let ids: Vec<String> = requests.iter().map(|r| r.client_id.clone()).collect();
+    let stamped = match fence::stamp_sends(db, owner, &ids, time::now()).await {
+        Ok(stamped) => stamped,
+        Err(err) => {
+            tracing::warn!(error = %err, "sends could not be stamped; nothing was sent");
+            return ids
+                .into_iter()
+                .map(|id| {
+                    let reason = format!("the send could not be recorded: {err}");
+                    (id, WithdrawalOutcome::NotSent { reason }, Sent::First)
+                })
+                .collect();
+        }
+    };
+    let going: Vec<WithdrawalRequest> = requests
+        .iter()
+        .filter(|r| stamped.contains_key(&r.client_id))
+        .cloned()
+        .collect();
+    let mut outcomes = if going.is_empty() {
+        Vec::new()
+    } else {
+        provider.withdraw(&going).await
+    }
+    .into_iter();
+    let answers: Vec<(String, WithdrawalOutcome, Sent)> = requests
+        .into_iter()
+        .map(|r| match stamped.get(&r.client_id) {
+            Some(count) => {
+                let outcome = outcomes.next().unwrap_or(WithdrawalOutcome::Ambiguous {
+                    reason: "the exchange gave no answer for this withdrawal".into(),
+                });
+                let sent = if *count > 1 { Sent::Resend } else { Sent::First };
+                (r.client_id, outcome, sent)
+            }
+            None => (
+                r.client_id,
+                WithdrawalOutcome::NotSent {
+                    reason: "this instance no longer holds the run's lease, or the payout is no longer waiting for this send".into(),
+                },
+                Sent::First,
+            ),
+        })
+        .collect();
+    settle_answers(db, &answers).await;
+    answers
+}
+
+async fn settle_answers(db: &Db, answers: &[(String, WithdrawalOutcome, Sent)]) {
     let mut accepted = Vec::new();
     let mut refused = Vec::new();
-    for ((request, resend), outcome) in requests.iter().zip(resends).zip(outcomes.iter_mut()) {
-        let Some((payout_id, attempt)) = parse_client_id(&request.client_id) else {
+    let mut turned_away = Vec::new();
+    for (client_id, outcome, sent) in answers {
+        if let WithdrawalOutcome::RateLimited { .. } = outcome {
+            turned_away.push(client_id.clone());
+        }
+        let Some((payout_id, attempt)) = parse_client_id(client_id) else {
             continue;
         };
-        match outcome {
-            WithdrawalOutcome::Accepted { .. } => accepted.push((payout_id.to_owned(), attempt)),
-            WithdrawalOutcome::Rejected { reason } if *resend => {
-                *outcome = WithdrawalOutcome::Ambiguous {
-                    reason: format!("a resend was refused ({reason}); the first send is looked up"),
-                };
+        match of_answer(*sent, outcome) {
+            Verdict::Accepted { .. } => accepted.push((payout_id.to_owned(), attempt)),
+            Verdict::Refused { .. } | Verdict::CredentialsRefused { .. } => {
+                refused.push((payout_id.to_owned(), attempt))
             }
-            WithdrawalOutcome::Rejected { .. } => refused.push((payout_id.to_owned(), attempt)),
             _ => {}
         }
     }
-    if accepted.is_empty() && refused.is_empty() {
+    if accepted.is_empty() && refused.is_empty() && turned_away.is_empty() {
         return;
     }
     let written = async {
         let tx = db.begin_write().await?;
         holds::release(&*tx, &accepted, holds::Release::Accepted).await?;
         holds::release(&*tx, &refused, holds::Release::Refused).await?;
+        fence::unstamp(&*tx, &turned_away).await?;
         tx.commit().await
     }
     .await;

@@ -15,7 +15,7 @@ use payroll_entities::RunStatus;
 use tracing::Instrument as _;
 
 use super::{
-    commands,
+    commands, completion,
     deps::RunDeps,
     funds, lease,
     messages::{RunCommand, RunError, RunReply, RunRequest},
@@ -27,8 +27,7 @@ use crate::{
     telemetry::{self, ActorKind, CountedSend, Handling, Observed},
 };
 
-/// Client ids looked up per exchange call.
-const LOOKUP_BATCH: usize = 1000;
+mod following;
 
 /// Tells the manager that an actor is going away; the manager forgets that actor (and only
 /// that one) before it stops, so its supervisor does not bring it back.
@@ -49,12 +48,13 @@ pub struct RunActor {
     /// Client ids to look up at the exchange, by when; each id at most once.
     watch: VecDeque<(Instant, Vec<String>)>,
     watching: HashSet<String>,
-    /// Client ids already sent a second time (the contract allows one more send per attempt).
-    resent: HashSet<String>,
+    /// A look-up at the exchange is under way (beside the run's steps, never blocking them).
+    looking_up: bool,
+    /// Since when the exchange has given no clear answer to this run's sends and look-ups.
+    unreachable_since: Option<Instant>,
     last_used: Instant,
     last_funds_watch: Instant,
     last_stuck_check: Instant,
-    stuck_reported: HashSet<String>,
     /// Whether this instance holds the run's lease: only then does the actor work the run on
     /// its own (withdrawals, lookups, the funds watch). Client commands work either way.
     owns: bool,
@@ -77,11 +77,11 @@ impl RunActor {
             in_flight: HashSet::new(),
             watch: VecDeque::new(),
             watching: HashSet::new(),
-            resent: HashSet::new(),
+            looking_up: false,
+            unreachable_since: None,
             last_used: now,
             last_funds_watch: now,
             last_stuck_check: now,
-            stuck_reported: HashSet::new(),
             owns: false,
             last_heartbeat: now,
             paused: false,
@@ -154,7 +154,8 @@ impl RunActor {
         if ids.is_empty() {
             return;
         }
-        for chunk in ids.chunks(LOOKUP_BATCH) {
+        let batch = self.lookup_batch();
+        for chunk in ids.chunks(batch) {
             self.watch.push_back((due, chunk.to_vec()));
         }
     }
@@ -241,7 +242,7 @@ impl RunActor {
                         let snapshot = snapshot.ok_or(RunError::NotFound)?;
                         let (snapshot, recorded) = work(deps.clone(), snapshot).await?;
                         let (snapshot, finished) =
-                            settlement::finish_if_done(&deps, snapshot).await?;
+                            completion::finish_if_done(&deps, snapshot).await?;
                         Ok::<_, RunError>((snapshot, recorded, finished))
                     }
                     .instrument(act.span())
@@ -250,10 +251,7 @@ impl RunActor {
                 .map(|result, act, ctx| match result {
                     Ok((snapshot, recorded, finished)) => {
                         act.snapshot = Some(snapshot);
-                        let later = Instant::now() + act.poll_interval();
-                        act.watch_at(later, recorded.watch);
-                        act.watch_at(later, recorded.still_pending);
-                        act.resend(ctx, recorded.resend);
+                        act.follow(ctx, recorded);
                         if finished {
                             act.watch.clear();
                             act.watching.clear();
@@ -264,37 +262,6 @@ impl RunActor {
                     Err(err) => act.fail(ctx, err),
                 }),
         );
-    }
-
-    /// Sends withdrawals again under their committed client ids (unknown at the exchange past
-    /// the grace period).
-    fn resend(
-        &mut self,
-        ctx: &mut Context<Self>,
-        requests: Vec<crate::exchange::WithdrawalRequest>,
-    ) {
-        if !self.owns || self.paused {
-            return;
-        }
-        // Never one still waiting at the exchange actor, and at most once per attempt; the
-        // others stay watched.
-        let (requests, held): (Vec<_>, Vec<_>) = requests.into_iter().partition(|r| {
-            !self.in_flight.contains(&r.client_id) && !self.resent.contains(&r.client_id)
-        });
-        let later = Instant::now() + self.poll_interval();
-        self.watch_at(later, held.into_iter().map(|r| r.client_id).collect());
-        if requests.is_empty() {
-            return;
-        }
-        self.resent
-            .extend(requests.iter().map(|r| r.client_id.clone()));
-        self.in_flight
-            .extend(requests.iter().map(|r| r.client_id.clone()));
-        self.deps.exchange.counted_do_send(Submit {
-            items: requests,
-            reply_to: ctx.address().recipient(),
-            resend: true,
-        });
     }
 
     /// Every tick of a run with work of its own: the holder of a CONFIRMED run checks that
@@ -388,28 +355,13 @@ impl RunActor {
         }
         match self.status() {
             Some(RunStatus::PayingOut) => {
-                let mut due = Vec::new();
-                while let Some((when, _)) = self.watch.front() {
-                    if *when > now || due.len() >= LOOKUP_BATCH * 10 {
-                        break;
-                    }
-                    if let Some((_, ids)) = self.watch.pop_front() {
-                        for id in &ids {
-                            self.watching.remove(id);
-                        }
-                        due.extend(ids);
-                    }
-                }
-                if !due.is_empty() {
-                    self.step(ctx, move |deps, snapshot| async move {
-                        settlement::reconcile(&deps, snapshot, due).await
-                    });
-                } else {
-                    self.after_change(ctx);
-                }
+                self.look_up_due(ctx, now);
+                self.after_change(ctx);
                 if now.duration_since(self.last_stuck_check) >= Duration::from_secs(60) {
                     self.last_stuck_check = now;
-                    self.check_stuck(ctx);
+                    self.step(ctx, |deps, snapshot| async move {
+                        settlement::mark_processing_stuck(&deps, snapshot).await
+                    });
                 }
             }
             Some(RunStatus::Confirmed) => {
@@ -451,31 +403,6 @@ impl RunActor {
                         tracing::warn!(run_id = %act.run_id, error = %err, "funds watch failed")
                     }
                 }),
-        );
-    }
-
-    fn check_stuck(&mut self, ctx: &mut Context<Self>) {
-        let deps = self.deps.clone();
-        let run_id = self.run_id.clone();
-        let known = self.stuck_reported.clone();
-        ctx.spawn(
-            async move {
-                let stuck = settlement::stuck_payouts(&deps, &run_id).await?;
-                let new: Vec<String> = stuck.into_iter().filter(|id| !known.contains(id)).collect();
-                if !new.is_empty() {
-                    tracing::warn!(run_id = %run_id, count = new.len(), "payouts stuck at the exchange");
-                    settlement::report_stuck(&deps, &run_id, &new).await?;
-                    telemetry::stuck_payouts(new.len() as u64);
-                }
-                Ok::<_, RunError>(new)
-            }
-            .instrument(self.span())
-            .into_actor(self)
-            .map(|result, act, _| {
-                if let Ok(new) = result {
-                    act.stuck_reported.extend(new);
-                }
-            }),
         );
     }
 
@@ -569,7 +496,7 @@ impl Handler<RunRequest> for RunActor {
                             let ids = store::unsettled_client_ids(&deps.db, &snapshot.run.id)
                                 .await?;
                             let (next, rec) = settlement::reconcile(&deps, snapshot, ids).await?;
-                            let (next, _) = settlement::finish_if_done(&deps, next).await?;
+                            let (next, _) = completion::finish_if_done(&deps, next).await?;
                             snapshot = next;
                             recorded = rec;
                         }
@@ -602,9 +529,7 @@ impl Handler<RunRequest> for RunActor {
                             }
                             // Only the lease holder sends or follows withdrawals.
                             if act.owns {
-                                act.resend(ctx, recorded.resend);
-                                let later = Instant::now() + act.poll_interval();
-                                act.watch_at(later, recorded.still_pending);
+                                act.follow(ctx, recorded);
                             }
                             act.after_change(ctx);
                             Ok(done.reply)
@@ -634,8 +559,8 @@ impl Handler<WithdrawalResults> for RunActor {
 
     fn handle(&mut self, msg: WithdrawalResults, ctx: &mut Context<Self>) {
         let _handling = Handling::new(Self::KIND, "WithdrawalResults");
-        for (request, _) in &msg.results {
-            self.in_flight.remove(&request.client_id);
+        for answered in &msg.results {
+            self.in_flight.remove(&answered.request.client_id);
         }
         self.step(ctx, move |deps, snapshot| async move {
             settlement::record_results(&deps, snapshot, msg.results).await

@@ -17,6 +17,7 @@ use super::{
     deps::RunDeps,
     funds::{self, funds_transaction},
     messages::{RunCommand, RunError, RunRequest},
+    resolution::resolve_payout,
     store::{self, Snapshot},
     transitions::{self, PayoutOp, RunOp, recount},
 };
@@ -56,6 +57,10 @@ pub async fn handle(
         RunCommand::CancelPayout { payout_id } => {
             cancel_payout(deps, snapshot, ack, payout_id).await
         }
+        RunCommand::ResolvePayout {
+            payout_id,
+            resolution,
+        } => resolve_payout(deps, snapshot, ack, payout_id, resolution).await,
     }
 }
 
@@ -496,6 +501,9 @@ async fn retry(
         p.block_explorer_url = None;
         p.failed_reason = None;
         p.initiated_at = None;
+        p.send_count = 0;
+        p.last_sent_at = None;
+        p.stuck_since = None;
         p.completed_at = None;
         p.updated_at = time::now();
         recount(

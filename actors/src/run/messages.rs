@@ -26,6 +26,23 @@ pub enum RunCommand {
     CancelPayout {
         payout_id: String,
     },
+    /// An operator's word on a stuck payout (CONTRACT §7).
+    ResolvePayout {
+        payout_id: String,
+        resolution: Resolution,
+    },
+}
+
+/// What an operator found at the exchange for a stuck payout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The exchange paid it; the transaction hash where known.
+    Completed {
+        on_chain_tx_hash: Option<String>,
+        note: Option<String>,
+    },
+    /// The exchange holds no withdrawal for it: no money left.
+    Failed { note: Option<String> },
 }
 
 impl RunCommand {
@@ -41,6 +58,7 @@ impl RunCommand {
             RunCommand::Archive => "archived",
             RunCommand::RetryPayout { .. } => "retried",
             RunCommand::CancelPayout { .. } => "cancelled",
+            RunCommand::ResolvePayout { .. } => "resolved",
         }
     }
 }

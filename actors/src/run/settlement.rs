@@ -1,24 +1,31 @@
-//! What the exchange says about a run's withdrawals, applied to its payouts: answers to sends,
-//! look-ups by client withdrawal id, stuck payouts, and the run's completion once every payout
-//! is final. Each change commits with its events and audit entries in one transaction.
+//! What the exchange says about a run's withdrawals, applied to its payouts: answers to sends
+//! and look-ups by client withdrawal id, each read through the one outcome model
+//! (`exchange::outcome`), and payouts found stuck. Each change commits with its events, audit
+//! entries and released holds in one transaction.
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
-use payroll_entities::{Cents, JobStatus, PayoutStatus, RunStatus, job, payout, time};
+use payroll_entities::{Cents, PayoutStatus, job, payout, time};
 use serde_json::json;
 
 use super::{
     deps::RunDeps,
     messages::RunError,
     store::{self, Snapshot},
-    transitions::{self, RunOp, recount},
+    transitions::recount,
 };
 use crate::{
-    audit::{self, first_ids, status_change, system_entry},
-    events::{insert_events, payout_event, run_event},
+    audit::{self, first_ids, system_entry},
+    events::{insert_events, payout_event},
     exchange::{
-        RemoteStatus, WithdrawalOutcome, WithdrawalRequest, actor::Lookup, holds, parse_client_id,
+        RemoteStatus, WithdrawalRequest,
+        actor::{Answered, Lookup},
+        holds,
+        outcome::{Verdict, of_answer, of_lookup},
+        parse_client_id,
     },
-    telemetry::CountedSend,
+    telemetry::{self, CountedSend},
 };
 
 /// A payout's change learned from the exchange.
@@ -35,6 +42,11 @@ enum Change {
         cex_id: Option<String>,
         reason: String,
     },
+    /// Still unknown after every send allowed, or PROCESSING too long: reported, never sent
+    /// again on its own.
+    Stuck {
+        why: String,
+    },
 }
 
 /// What recording exchange answers leaves to do.
@@ -44,8 +56,26 @@ pub struct Recorded {
     pub watch: Vec<String>,
     /// Still pending at the exchange.
     pub still_pending: Vec<String>,
-    /// Unknown at the exchange past the grace period: to send once more.
+    /// Committed but never sent (no send counted): to send now.
+    pub send: Vec<WithdrawalRequest>,
+    /// Unknown at the exchange past the grace since their last send: to send once more.
     pub resend: Vec<WithdrawalRequest>,
+    /// The exchange gave a clear answer.
+    pub reached: bool,
+    /// The exchange could not be reached, or gave no clear answer.
+    pub unreached: bool,
+    /// The exchange refused our credentials: the job cannot go on.
+    pub credentials_refused: Option<String>,
+}
+
+fn request_of(p: &payout::Model, client_id: &str) -> WithdrawalRequest {
+    WithdrawalRequest {
+        client_id: client_id.to_owned(),
+        amount: Cents(p.amount_usd_cents),
+        fee: Cents(p.fee_usd_cents),
+        network: p.network,
+        address: p.wallet_address.clone(),
+    }
 }
 
 /// Applies changes to payouts, the run's and job's counters and events, in one transaction.
@@ -53,18 +83,15 @@ async fn apply_changes(
     deps: &RunDeps,
     snapshot: Snapshot,
     changes: Vec<(String, Change)>,
-    resent: &[String],
 ) -> Result<Snapshot, RunError> {
-    if changes.is_empty() && resent.is_empty() {
+    if changes.is_empty() {
         return Ok(snapshot);
     }
     let Snapshot { run, mut job } = snapshot;
     let tx = deps.db.begin_write().await?;
     let wanted: Vec<String> = changes
         .iter()
-        .map(|(client_id, _)| client_id)
-        .chain(resent.iter())
-        .filter_map(|c| parse_client_id(c).map(|(id, _)| id.to_owned()))
+        .filter_map(|(c, _)| parse_client_id(c).map(|(id, _)| id.to_owned()))
         .collect();
     let mut payouts = store::payouts_by_id(&*tx, &wanted).await?;
     let now = time::now();
@@ -72,6 +99,7 @@ async fn apply_changes(
     let mut changed = Vec::new();
     let mut events = Vec::new();
     let (mut completed, mut failed) = (Vec::new(), Vec::new());
+    let mut stuck = Vec::new();
     let mut ended = Vec::new();
     let in_job_of = |p: &payout::Model, job: &Option<job::Model>| {
         p.job_id.is_some() && p.job_id == job.as_ref().map(|j| j.id.clone())
@@ -131,7 +159,19 @@ async fn apply_changes(
                 failed.push(p.id.clone());
                 events.push(payout_event("payout.failed", &p));
             }
+            Change::Stuck { why } => {
+                if p.stuck_since.is_some() {
+                    continue;
+                }
+                p.stuck_since = Some(now);
+                events.push(payout_event("payout.stuck", &p));
+                stuck.push((p.id.clone(), why, p.send_count, client_id.clone()));
+                changed.push(p);
+                continue;
+            }
         }
+        // Settled: no longer stuck, if it was.
+        p.stuck_since = None;
         if before == PayoutStatus::Pending {
             // The attempt's claim on the balance has ended: accepted (the exchange's balance
             // dropped), or failed without a withdrawal. The exchange actor may have released
@@ -151,13 +191,6 @@ async fn apply_changes(
             p.status,
         );
         changed.push(p);
-    }
-    for client_id in resent {
-        if let Some(p) = parse_client_id(client_id).and_then(|(id, _)| payouts.get_mut(id)) {
-            p.initiated_at = Some(now);
-            p.updated_at = now;
-            changed.push(p.clone());
-        }
     }
     store::save_payouts(&*tx, &changed).await?;
     for why in [
@@ -193,7 +226,23 @@ async fn apply_changes(
         })))
         .await?;
     }
+    for (payout_id, why, sends, client_id) in &stuck {
+        audit::insert(
+            &*tx,
+            system_entry(
+                "PAYOUT_STUCK",
+                "payout",
+                payout_id,
+                json!({"payroll_run_id": run.id, "why": why, "sends": sends, "client_withdrawal_id": client_id}),
+            ),
+        )
+        .await?;
+    }
     tx.commit().await?;
+    if !stuck.is_empty() {
+        tracing::warn!(run_id = %run.id, count = stuck.len(), "payouts stuck: an operator resolves them");
+        telemetry::stuck_payouts(stuck.len() as u64);
+    }
     Ok(Snapshot { run: after, job })
 }
 
@@ -202,66 +251,96 @@ async fn apply_changes(
 pub async fn record_results(
     deps: &RunDeps,
     snapshot: Snapshot,
-    results: Vec<(WithdrawalRequest, WithdrawalOutcome)>,
+    results: Vec<Answered>,
 ) -> Result<(Snapshot, Recorded), RunError> {
     let mut recorded = Recorded::default();
     let mut changes = Vec::new();
-    for (request, outcome) in results {
-        if parse_client_id(&request.client_id).is_none() {
+    for Answered {
+        request,
+        outcome,
+        sent,
+    } in results
+    {
+        let Some(payout_id) = parse_client_id(&request.client_id).map(|(id, _)| id.to_owned())
+        else {
             continue;
-        }
-        match outcome {
-            WithdrawalOutcome::Accepted { cex_id } => {
-                recorded.watch.push(request.client_id.clone());
-                changes.push((request.client_id.clone(), Change::Accepted { cex_id }));
+        };
+        let client_id = request.client_id;
+        match of_answer(sent, &outcome) {
+            Verdict::Accepted { cex_id } => {
+                recorded.reached = true;
+                recorded.watch.push(client_id.clone());
+                changes.push((client_id, Change::Accepted { cex_id }));
             }
-            WithdrawalOutcome::Rejected { reason } => {
-                changes.push((
-                    request.client_id.clone(),
-                    Change::Failed {
-                        cex_id: None,
-                        reason,
-                    },
-                ));
+            Verdict::Refused { reason } => {
+                recorded.reached = true;
+                let change = Change::Failed {
+                    cex_id: None,
+                    reason,
+                };
+                changes.push((client_id, change));
             }
-            WithdrawalOutcome::Ambiguous { reason } => {
-                let payout_id = parse_client_id(&request.client_id).map_or("", |(id, _)| id);
-                tracing::warn!(payout_id, client_id = %request.client_id, %reason, "ambiguous withdrawal answer; it will be looked up");
-                recorded.watch.push(request.client_id.clone());
+            Verdict::CredentialsRefused { reason } => {
+                let change = Change::Failed {
+                    cex_id: None,
+                    reason: format!("job_failed: the exchange refused our credentials: {reason}"),
+                };
+                changes.push((client_id, change));
+                recorded.credentials_refused = Some(reason);
             }
-            WithdrawalOutcome::RateLimited { .. } => recorded.watch.push(request.client_id.clone()),
+            Verdict::Unknown { reason } => {
+                tracing::warn!(%payout_id, %client_id, %reason, "no clear answer to a withdrawal; it will be looked up");
+                recorded.unreached = true;
+                recorded.watch.push(client_id);
+            }
+            // Not sent (a lost lease): whoever holds the run looks it up.
+            Verdict::NotSent => recorded.watch.push(client_id),
+            Verdict::Completed { .. } | Verdict::Failed { .. } => {}
         }
     }
-    let snapshot = apply_changes(deps, snapshot, changes, &[]).await?;
+    let snapshot = apply_changes(deps, snapshot, changes).await?;
     Ok((snapshot, recorded))
 }
 
-/// Asks the exchange about these client ids and records what it says.
+/// What the exchange knows of these client ids (its history, batched where it allows).
+pub async fn look_up(
+    deps: &RunDeps,
+    client_ids: Vec<String>,
+) -> Result<HashMap<String, RemoteStatus>, RunError> {
+    deps.exchange
+        .counted_send(Lookup(client_ids))
+        .await
+        .map_err(|e| RunError::Unavailable(e.to_string()))?
+        .map_err(|e| RunError::Exchange(e.to_string()))
+}
+
+/// Applies what a look-up found (`None`: the exchange could not be asked) to the current
+/// attempts of these client ids: settled ones settle; an unknown one is sent now if it never
+/// left, again once `exchange.reconcile_grace_ms` has passed since its last send while sends
+/// are left (`exchange.max_sends`), and is stuck after that.
 #[tracing::instrument(skip_all, fields(run_id = %snapshot.run.id, client_ids = client_ids.len()))]
-pub async fn reconcile(
+pub async fn apply_lookup(
     deps: &RunDeps,
     snapshot: Snapshot,
     client_ids: Vec<String>,
+    statuses: Option<HashMap<String, RemoteStatus>>,
 ) -> Result<(Snapshot, Recorded), RunError> {
     let mut recorded = Recorded::default();
-    if client_ids.is_empty() {
+    let Some(statuses) = statuses else {
+        recorded.unreached = true;
+        recorded.still_pending = client_ids;
         return Ok((snapshot, recorded));
-    }
-    let statuses = deps
-        .exchange
-        .counted_send(Lookup(client_ids.clone()))
-        .await
-        .map_err(|e| RunError::Unavailable(e.to_string()))?
-        .map_err(|e| RunError::Exchange(e.to_string()))?;
+    };
+    recorded.reached = true;
     let ids: Vec<String> = client_ids
         .iter()
         .filter_map(|c| parse_client_id(c).map(|(id, _)| id.to_owned()))
         .collect();
     let payouts = store::payouts_by_id(&deps.db.conn, &ids).await?;
-    let grace = Duration::milliseconds(deps.exchange_settings.reconcile_grace_ms as i64);
+    let settings = &deps.exchange_settings;
+    let grace = Duration::milliseconds(settings.reconcile_grace_ms as i64);
     let now: DateTime<Utc> = time::now();
     let mut changes = Vec::new();
-    let mut resend_ids = Vec::new();
     for client_id in client_ids {
         let Some((payout_id, _)) = parse_client_id(&client_id) else {
             continue;
@@ -273,153 +352,96 @@ pub async fn reconcile(
         if p.client_withdrawal_id.as_deref() != Some(client_id.as_str()) || p.status.is_terminal() {
             continue;
         }
-        match statuses
+        let status = statuses
             .get(&client_id)
             .cloned()
-            .unwrap_or(RemoteStatus::Unknown)
-        {
-            RemoteStatus::Unknown => {
-                if p.status == PayoutStatus::Pending
-                    && p.initiated_at.is_none_or(|t| now - t >= grace)
-                {
-                    resend_ids.push(client_id.clone());
-                    recorded.resend.push(WithdrawalRequest {
-                        client_id: client_id.clone(),
-                        amount: Cents(p.amount_usd_cents),
-                        fee: Cents(p.fee_usd_cents),
-                        network: p.network,
-                        address: p.wallet_address.clone(),
-                    });
-                } else {
+            .unwrap_or(RemoteStatus::Unknown);
+        match of_lookup(&status) {
+            Verdict::Unknown { .. } => {
+                if p.status != PayoutStatus::Pending || p.stuck_since.is_some() {
                     recorded.still_pending.push(client_id);
+                    continue;
+                }
+                match p.last_sent_at {
+                    // Committed, never sent: nothing can exist under it yet.
+                    None => recorded.send.push(request_of(p, &client_id)),
+                    Some(last) if now - last < grace => recorded.still_pending.push(client_id),
+                    Some(_) if p.send_count < settings.max_sends as i32 => {
+                        recorded.resend.push(request_of(p, &client_id))
+                    }
+                    Some(_) => {
+                        let why = format!(
+                            "the exchange still does not show it {} ms after the last of {} sends",
+                            settings.reconcile_grace_ms, p.send_count
+                        );
+                        changes.push((client_id.clone(), Change::Stuck { why }));
+                        recorded.still_pending.push(client_id);
+                    }
                 }
             }
-            RemoteStatus::Pending { cex_id } => {
+            Verdict::Accepted { cex_id } => {
                 if p.status == PayoutStatus::Pending {
                     changes.push((client_id.clone(), Change::Accepted { cex_id }));
                 }
                 recorded.still_pending.push(client_id);
             }
-            RemoteStatus::Completed {
+            Verdict::Completed {
                 cex_id,
                 tx_hash,
                 explorer_url,
-            } => {
-                changes.push((
-                    client_id.clone(),
-                    Change::Completed {
-                        cex_id,
-                        tx_hash,
-                        explorer_url,
-                    },
-                ));
-            }
-            RemoteStatus::Failed { cex_id, reason } => {
-                changes.push((
-                    client_id.clone(),
-                    Change::Failed {
-                        cex_id: Some(cex_id),
-                        reason,
-                    },
-                ));
-            }
+            } => changes.push((
+                client_id,
+                Change::Completed {
+                    cex_id,
+                    tx_hash,
+                    explorer_url,
+                },
+            )),
+            Verdict::Failed { cex_id, reason } => changes.push((
+                client_id,
+                Change::Failed {
+                    cex_id: Some(cex_id),
+                    reason,
+                },
+            )),
+            Verdict::Refused { .. } | Verdict::CredentialsRefused { .. } | Verdict::NotSent => {}
         }
     }
-    let snapshot = apply_changes(deps, snapshot, changes, &resend_ids).await?;
+    let snapshot = apply_changes(deps, snapshot, changes).await?;
     Ok((snapshot, recorded))
 }
 
-/// Payouts PROCESSING for longer than `exchange.stuck_after_ms`.
-pub async fn stuck_payouts(deps: &RunDeps, run_id: &str) -> Result<Vec<String>, RunError> {
-    let since = time::now() - Duration::milliseconds(deps.exchange_settings.stuck_after_ms as i64);
-    store::processing_since(&deps.db, run_id, since).await
-}
-
-/// Records payouts found stuck (audit entry); they are never sent again.
-pub async fn report_stuck(
-    deps: &RunDeps,
-    run_id: &str,
-    payout_ids: &[String],
-) -> Result<(), RunError> {
-    let tx = deps.db.begin_write().await?;
-    audit::insert(
-        &*tx,
-        system_entry(
-            "PAYOUTS_STUCK",
-            "payroll_run",
-            run_id,
-            json!({
-                "count": payout_ids.len(),
-                "first_payout_ids": first_ids(payout_ids.iter().map(String::as_str)),
-                "stuck_after_ms": deps.exchange_settings.stuck_after_ms,
-            }),
-        ),
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-/// PAYING_OUT with every payout terminal → COMPLETED (none failed) or FAILED; the job
-/// completes in the same transaction. Completed test payouts become deductions.
-#[tracing::instrument(skip_all, fields(run_id = %snapshot.run.id))]
-pub async fn finish_if_done(
+/// Looks these client ids up and records what the exchange says; a look-up that fails leaves
+/// them as they are.
+pub async fn reconcile(
     deps: &RunDeps,
     snapshot: Snapshot,
-) -> Result<(Snapshot, bool), RunError> {
-    let Snapshot { run, mut job } = snapshot;
-    if run.status != RunStatus::PayingOut || run.pending_count > 0 || run.processing_count > 0 {
-        return Ok((Snapshot { run, job }, false));
+    client_ids: Vec<String>,
+) -> Result<(Snapshot, Recorded), RunError> {
+    if client_ids.is_empty() {
+        return Ok((snapshot, Recorded::default()));
     }
-    let op = if run.failed_count > 0 {
-        RunOp::FinishWithFailures
-    } else {
-        RunOp::FinishPaid
-    };
-    let next = transitions::apply(run.status, op).map_err(|_| RunError::Stale)?;
-    let tx = deps.db.begin_write().await?;
-    let now = time::now();
-    let mut after = run.clone();
-    after.status = next;
-    after.completed_at = Some(now);
-    // Deductions taken by payouts that failed go back now the run has ended.
-    let returned = if next == RunStatus::Failed {
-        store::return_failed_deductions(&*tx, &run.id).await?
-    } else {
-        0
-    };
-    after.total_amount_usd_cents += returned;
-    store::save_run(&*tx, run.version, &mut after).await?;
-    if let Some(job) = job.as_mut() {
-        job.status = JobStatus::Completed;
-        job.finished_at = Some(now);
-        store::save_job(&*tx, job).await?;
-    }
-    let mut credited = 0i64;
-    if run.is_test_run && deps.test_run.deduct_from_next_run {
-        let paid =
-            store::completed_of_job(&*tx, &run.id, job.as_ref().map(|j| j.id.clone())).await?;
-        for (employee_id, amount) in &paid {
-            store::credit_deduction(&*tx, employee_id, *amount).await?;
-            credited += amount;
-        }
-    }
-    let kind = if next == RunStatus::Completed {
-        "payroll.run.completed"
-    } else {
-        "payroll.run.failed"
-    };
-    insert_events(&tx, vec![run_event(kind, &after, job.as_ref())]).await?;
-    let action = if next == RunStatus::Completed {
-        "PAYROLL_RUN_COMPLETED"
-    } else {
-        "PAYROLL_RUN_FAILED"
-    };
-    let mut details = status_change(run.status, next);
-    details["payout_summary"] = json!({"completed": after.completed_count, "failed": after.failed_count, "cancelled": after.cancelled_count});
-    details["test_run_deductions_credited_usd_cents"] = json!(credited);
-    details["test_run_deductions_returned_usd_cents"] = json!(returned);
-    audit::insert(&*tx, system_entry(action, "payroll_run", &run.id, details)).await?;
-    tx.commit().await?;
-    Ok((Snapshot { run: after, job }, true))
+    let statuses = look_up(deps, client_ids.clone()).await?;
+    apply_lookup(deps, snapshot, client_ids, Some(statuses)).await
+}
+
+/// Marks these payouts stuck: PROCESSING longer than `exchange.stuck_after_ms`.
+pub async fn mark_processing_stuck(
+    deps: &RunDeps,
+    snapshot: Snapshot,
+) -> Result<(Snapshot, Recorded), RunError> {
+    let since = time::now() - Duration::milliseconds(deps.exchange_settings.stuck_after_ms as i64);
+    let client_ids = store::processing_since(&deps.db, &snapshot.run.id, since).await?;
+    let why = format!(
+        "PROCESSING at the exchange for more than {} ms",
+        deps.exchange_settings.stuck_after_ms
+    );
+    let changes = client_ids
+        .into_iter()
+        .map(|c| (c, Change::Stuck { why: why.clone() }))
+        .collect();
+    Ok((
+        apply_changes(deps, snapshot, changes).await?,
+        Recorded::default(),
+    ))
 }

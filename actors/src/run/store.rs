@@ -449,20 +449,56 @@ pub async fn unsettled_client_ids(db: &Db, run_id: &str) -> Result<Vec<String>, 
     Ok(ids.into_iter().flatten().collect())
 }
 
-/// Payouts PROCESSING since before `since`.
+/// Client ids of payouts PROCESSING since before `since` and not yet reported stuck.
 pub async fn processing_since(
     db: &Db,
     run_id: &str,
     since: DateTime<Utc>,
 ) -> Result<Vec<String>, RunError> {
-    Ok(payout::Entity::find()
+    let ids: Vec<Option<String>> = payout::Entity::find()
         .select_only()
-        .column(payout::Column::Id)
+        .column(payout::Column::ClientWithdrawalId)
         .filter(payout::Column::PayrollRunId.eq(run_id))
         .filter(payout::Column::Status.eq(PayoutStatus::Processing))
+        .filter(payout::Column::StuckSince.is_null())
         .filter(payout::Column::InitiatedAt.lt(since))
         .into_tuple()
         .all(&db.conn)
+        .await?;
+    Ok(ids.into_iter().flatten().collect())
+}
+
+/// The payouts of a job not yet sent to the exchange: PENDING, no send counted.
+pub async fn unsent_of_job<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    job_id: &str,
+) -> Result<Vec<payout::Model>, RunError> {
+    Ok(payout::Entity::find()
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::JobId.eq(job_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .filter(payout::Column::SendCount.eq(0))
+        .all(conn)
+        .await?)
+}
+
+/// The run's stuck payouts, oldest first.
+pub async fn stuck_of<C: ConnectionTrait>(
+    conn: &C,
+    run_id: Option<&str>,
+    limit: u64,
+) -> Result<Vec<payout::Model>, RunError> {
+    let mut query = payout::Entity::find()
+        .filter(payout::Column::StuckSince.is_not_null())
+        .filter(payout::Column::Status.is_in([PayoutStatus::Pending, PayoutStatus::Processing]));
+    if let Some(run_id) = run_id {
+        query = query.filter(payout::Column::PayrollRunId.eq(run_id));
+    }
+    Ok(query
+        .order_by_asc(payout::Column::StuckSince)
+        .limit(limit)
+        .all(conn)
         .await?)
 }
 

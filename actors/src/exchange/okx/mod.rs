@@ -449,6 +449,7 @@ fn withdrawal_outcome(answer: &Answer, client_id: &str) -> WithdrawalOutcome {
             }
         }
         CodeClass::Rejected => WithdrawalOutcome::Rejected { reason: message },
+        CodeClass::Credentials => WithdrawalOutcome::CredentialsRefused { reason: message },
     }
 }
 
@@ -538,7 +539,10 @@ impl ExchangeProvider for OkxProvider {
                 WithdrawalOutcome::RateLimited { retry_after_ms } => {
                     tracing::warn!(client_id = %request.client_id, retry_after_ms, "OKX rate limit; backing off")
                 }
-                WithdrawalOutcome::Ambiguous { .. } => {}
+                WithdrawalOutcome::CredentialsRefused { reason } => {
+                    tracing::error!(client_id = %request.client_id, %reason, "OKX refused our credentials")
+                }
+                WithdrawalOutcome::Ambiguous { .. } | WithdrawalOutcome::NotSent { .. } => {}
             }
             outcomes.push(outcome);
         }

@@ -291,6 +291,9 @@ pub enum CodeClass {
     Ambiguous,
     /// A definite refusal: no withdrawal was made.
     Rejected,
+    /// Our credentials were refused (key, passphrase, signature, timestamp, IP allow-list):
+    /// nothing was done, and nothing will be until an operator fixes them.
+    Credentials,
 }
 
 /// Classifies an OKX error code (never "0"). Codes not listed are ambiguous unless they are in
@@ -303,7 +306,11 @@ pub fn classify_code(code: &str) -> CodeClass {
         // Service unavailable, endpoint timeout, systems busy, system error, funding service
         // error, client id already exists.
         "50001" | "50004" | "50013" | "50026" | "58007" | "58404" => CodeClass::Ambiguous,
-        // Bad request, permissions, authentication: refused before anything was done.
+        // Authentication: API key frozen or for another environment, headers missing, a stale
+        // or invalid timestamp, IP not allowed, invalid key, signature or authorization.
+        "50100" | "50101" | "50102" | "50103" | "50104" | "50105" | "50106" | "50107" | "50110"
+        | "50111" | "50112" | "50113" | "50114" => CodeClass::Credentials,
+        // Bad request, permissions: refused before anything was done.
         "50000" | "50002" | "50006" | "50014" | "50015" | "50016" | "50024" | "50025" | "50030"
         | "50035" | "51000" => CodeClass::Rejected,
         c if c.len() == 5 && (c.starts_with("501") || c.starts_with("58")) => CodeClass::Rejected,
@@ -317,13 +324,14 @@ pub fn classify_answer(status: u16, code: Option<&str>) -> CodeClass {
         // A documented code decides; its HTTP status only restates it.
         Some(code) if code != "0" => {
             let class = classify_code(code);
-            if status >= 500 && class == CodeClass::Rejected {
+            if status >= 500 && matches!(class, CodeClass::Rejected | CodeClass::Credentials) {
                 CodeClass::Ambiguous
             } else {
                 class
             }
         }
         _ if status == 429 => CodeClass::RateLimited,
+        _ if status == 401 => CodeClass::Credentials,
         _ => CodeClass::Ambiguous,
     }
 }
@@ -507,11 +515,16 @@ mod tests {
         ] {
             assert_eq!(classify_code(code), CodeClass::Ambiguous, "{code}");
         }
-        for code in [
-            "58207", "58350", "58201", "58206", "50113", "50110", "50014", "51000",
-        ] {
+        for code in ["58207", "58350", "58201", "58206", "50014", "51000"] {
             assert_eq!(classify_code(code), CodeClass::Rejected, "{code}");
         }
+        for code in [
+            "50100", "50102", "50105", "50110", "50111", "50113", "50114",
+        ] {
+            assert_eq!(classify_code(code), CodeClass::Credentials, "{code}");
+        }
+        assert_eq!(classify_answer(401, None), CodeClass::Credentials);
+        assert_eq!(classify_answer(503, Some("50113")), CodeClass::Ambiguous);
         assert_eq!(classify_answer(429, None), CodeClass::RateLimited);
         assert_eq!(classify_answer(429, Some("50011")), CodeClass::RateLimited);
         assert_eq!(classify_answer(200, Some("50011")), CodeClass::RateLimited);
@@ -519,6 +532,6 @@ mod tests {
         assert_eq!(classify_answer(500, None), CodeClass::Ambiguous);
         assert_eq!(classify_answer(502, Some("58207")), CodeClass::Ambiguous);
         assert_eq!(classify_answer(200, Some("58350")), CodeClass::Rejected);
-        assert_eq!(classify_answer(401, Some("50113")), CodeClass::Rejected);
+        assert_eq!(classify_answer(401, Some("50113")), CodeClass::Credentials);
     }
 }
