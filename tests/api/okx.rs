@@ -48,6 +48,8 @@ struct Made {
     chain: String,
     to_addr: String,
     lookups: u32,
+    /// When it was made, in Unix milliseconds.
+    ts: i64,
 }
 
 #[derive(Default)]
@@ -262,6 +264,7 @@ impl Respond for Responder {
                     chain: body["chain"].as_str().unwrap_or("").to_owned(),
                     to_addr: body["toAddr"].as_str().unwrap_or("").to_owned(),
                     lookups: 0,
+                    ts: chrono::Utc::now().timestamp_millis(),
                 });
                 let ok = envelope(json!([{"amt": amt, "wdId": wd_id, "ccy": "USDC",
                                           "clientId": client_id, "chain": body["chain"]}]));
@@ -280,22 +283,41 @@ impl Respond for Responder {
                     state.malformed_lookups -= 1;
                     return ResponseTemplate::new(200).set_body_string("<html>gateway</html>");
                 }
-                let client_id = query.get("clientId").cloned().unwrap_or_default();
-                let Some(made) = state.made.iter_mut().find(|m| m.client_id == client_id) else {
-                    return envelope(json!([]));
-                };
-                made.lookups += 1;
-                // Broadcasting at the first look, on chain after.
-                let (st, tx) = if made.lookups == 1 {
-                    ("1", String::new())
-                } else {
-                    ("2", format!("0x{:0>64}", made.wd_id))
-                };
-                envelope(json!([{
-                    "chain": made.chain, "fee": "0.0123", "feeCcy": "USDC", "ccy": "USDC",
-                    "clientId": made.client_id, "amt": made.amt, "txId": tx, "to": made.to_addr,
-                    "state": st, "ts": "1655251200000", "wdId": made.wd_id,
-                }]))
+                // One client id, or a page of the history (newest first, `after` a ts).
+                let client_id = query.get("clientId").cloned();
+                let after: Option<i64> = query.get("after").and_then(|a| a.parse().ok());
+                let limit: usize = query
+                    .get("limit")
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(100);
+                let mut shown: Vec<&mut Made> = state
+                    .made
+                    .iter_mut()
+                    .filter(|m| client_id.as_ref().is_none_or(|c| *c == m.client_id))
+                    .filter(|m| after.is_none_or(|a| m.ts < a))
+                    .collect();
+                shown.sort_by_key(|m| std::cmp::Reverse(m.ts));
+                shown.truncate(limit);
+                envelope(Value::Array(
+                    shown
+                        .into_iter()
+                        .map(|made| {
+                            made.lookups += 1;
+                            // Broadcasting at the first look, on chain after.
+                            let (st, tx) = if made.lookups == 1 {
+                                ("1", String::new())
+                            } else {
+                                ("2", format!("0x{:0>64}", made.wd_id))
+                            };
+                            json!({
+                                "chain": made.chain, "fee": "0.0123", "feeCcy": "USDC", "ccy": "USDC",
+                                "clientId": made.client_id, "amt": made.amt, "txId": tx,
+                                "to": made.to_addr, "state": st, "ts": made.ts.to_string(),
+                                "wdId": made.wd_id,
+                            })
+                        })
+                        .collect(),
+                ))
             }
         }
     }

@@ -486,7 +486,11 @@ impl Handler<GetBalances> for ExchangeActor {
 /// What the exchange knows of these client ids.
 #[derive(Message)]
 #[rtype(result = "Result<HashMap<String, RemoteStatus>, ExchangeError>")]
-pub struct Lookup(pub Vec<String>);
+pub struct Lookup {
+    pub client_ids: Vec<String>,
+    /// None of them was sent before this (where known).
+    pub sent_since: Option<chrono::DateTime<chrono::Utc>>,
+}
 
 impl Handler<Lookup> for ExchangeActor {
     type Result = ResponseFuture<Result<HashMap<String, RemoteStatus>, ExchangeError>>;
@@ -496,7 +500,7 @@ impl Handler<Lookup> for ExchangeActor {
         let provider = self.provider.clone();
         Box::pin(async move {
             let _handling = handling;
-            provider.lookup(&msg.0).await
+            provider.lookup(&msg.client_ids, msg.sent_since).await
         })
     }
 }

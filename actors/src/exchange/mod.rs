@@ -138,10 +138,13 @@ pub trait ExchangeProvider: Send + Sync {
     /// provider without batches sends them one by one.
     async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome>;
 
-    /// What the exchange knows of these client ids.
+    /// What the exchange knows of these client ids, none of which was sent before
+    /// `sent_since` (where known: a provider may read its history back to there instead of
+    /// asking id by id). An id left out of the answer is unknown to the exchange.
     async fn lookup(
         &self,
         client_ids: &[String],
+        sent_since: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError>;
 
     /// Moves funds between the treasury wallet and the exchange account. `transfer_id` is

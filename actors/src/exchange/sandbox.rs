@@ -319,6 +319,7 @@ impl ExchangeProvider for SandboxProvider {
     async fn lookup(
         &self,
         client_ids: &[String],
+        _sent_since: Option<DateTime<Utc>>,
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
         let tx = self.db.begin_write().await?;
         lock_sandbox(&tx).await?;

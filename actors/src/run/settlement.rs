@@ -307,8 +307,12 @@ pub async fn look_up(
     deps: &RunDeps,
     client_ids: Vec<String>,
 ) -> Result<HashMap<String, RemoteStatus>, RunError> {
+    let sent_since = store::first_sent(&deps.db, &client_ids).await?;
     deps.exchange
-        .counted_send(Lookup(client_ids))
+        .counted_send(Lookup {
+            client_ids,
+            sent_since,
+        })
         .await
         .map_err(|e| RunError::Unavailable(e.to_string()))?
         .map_err(|e| RunError::Exchange(e.to_string()))

@@ -468,6 +468,24 @@ pub async fn processing_since(
     Ok(ids.into_iter().flatten().collect())
 }
 
+/// When the first of these client ids was first sent (none was sent before it).
+pub async fn first_sent(db: &Db, client_ids: &[String]) -> Result<Option<DateTime<Utc>>, RunError> {
+    let mut first: Option<DateTime<Utc>> = None;
+    for chunk in client_ids.chunks(IDS_PER_STATEMENT) {
+        let found: Option<Option<DateTime<Utc>>> = payout::Entity::find()
+            .select_only()
+            .column_as(payout::Column::InitiatedAt.min(), "first")
+            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.iter().cloned()))
+            .into_tuple()
+            .one(&db.conn)
+            .await?;
+        if let Some(Some(t)) = found {
+            first = Some(first.map_or(t, |f| std::cmp::min(f, t)));
+        }
+    }
+    Ok(first)
+}
+
 /// The payouts of a job not yet sent to the exchange: PENDING, no send counted.
 pub async fn unsent_of_job<C: ConnectionTrait>(
     conn: &C,

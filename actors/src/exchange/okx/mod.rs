@@ -15,6 +15,7 @@
 //! The HTTP client (`awc`) lives on the actix arbiter that calls the provider (the
 //! `ExchangeActor`'s), which is why the provider interface's futures are not `Send`.
 
+mod history;
 pub mod protocol;
 
 use std::{
@@ -25,17 +26,18 @@ use std::{
 
 use async_trait::async_trait;
 use awc::http::Method;
+use chrono::{DateTime, Utc};
 use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use self::protocol::{
-    CCY, CodeClass, CurrencyChain, DepositAddress, Envelope, FundingBalance, Rounding, StateClass,
-    WithdrawalAck, WithdrawalRecord,
+    CCY, CodeClass, CurrencyChain, DepositAddress, Envelope, FundingBalance, Rounding,
+    WithdrawalAck,
 };
 use super::{
     Balances, ExchangeError, ExchangeProvider, FEE_CHANGED, Quote, RemoteStatus, WithdrawalOutcome,
-    WithdrawalRequest, explorer_url, rate_limit::gcra_take,
+    WithdrawalRequest, rate_limit::gcra_take,
 };
 use crate::settings::OkxSettings;
 
@@ -371,48 +373,6 @@ impl OkxProvider {
         }
         outcome
     }
-
-    /// Looks one client id up.
-    async fn lookup_one(&self, ours: &str) -> Result<RemoteStatus, ExchangeError> {
-        let Some(client_id) = protocol::to_okx_client_id(ours) else {
-            // Never sent: OKX cannot know it.
-            return Ok(RemoteStatus::Unknown);
-        };
-        let records: Vec<WithdrawalRecord> = self
-            .read(
-                &self.limiters.withdrawal_history,
-                &format!("/api/v5/asset/withdrawal-history?ccy={CCY}&clientId={client_id}"),
-            )
-            .await?;
-        let Some(record) = records.into_iter().find(|r| r.client_id == client_id) else {
-            return Ok(RemoteStatus::Unknown);
-        };
-        let cex_id = record.wd_id.clone();
-        Ok(match protocol::classify_state(&record.state) {
-            StateClass::Pending => RemoteStatus::Pending { cex_id },
-            StateClass::Success if record.tx_id.is_empty() => RemoteStatus::Pending { cex_id },
-            StateClass::Success => {
-                let network = self
-                    .chains
-                    .iter()
-                    .find(|(_, chain)| **chain == record.chain)
-                    .map(|(network, _)| *network);
-                RemoteStatus::Completed {
-                    cex_id,
-                    explorer_url: network.map(|n| explorer_url(n, &record.tx_id)),
-                    tx_hash: record.tx_id,
-                }
-            }
-            StateClass::Failed => RemoteStatus::Failed {
-                cex_id,
-                reason: format!(
-                    "OKX withdrawal state {} ({})",
-                    record.state,
-                    protocol::describe_state(&record.state)
-                ),
-            },
-        })
-    }
 }
 
 /// What OKX's answer to a withdrawal means.
@@ -552,14 +512,9 @@ impl ExchangeProvider for OkxProvider {
     async fn lookup(
         &self,
         client_ids: &[String],
+        sent_since: Option<DateTime<Utc>>,
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
-        let mut out = HashMap::with_capacity(client_ids.len());
-        for id in client_ids {
-            // Any failure fails the whole lookup: an id left out would read as unknown.
-            let status = self.lookup_one(id).await?;
-            out.insert(id.clone(), status);
-        }
-        Ok(out)
+        self.look_up(client_ids, sent_since).await
     }
 
     async fn transfer(

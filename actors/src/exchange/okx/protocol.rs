@@ -194,6 +194,9 @@ pub struct WithdrawalRecord {
     pub tx_id: String,
     #[serde(default)]
     pub chain: String,
+    /// When OKX made it, in Unix milliseconds.
+    #[serde(default)]
+    pub ts: String,
 }
 
 /// `GET /api/v5/asset/balances` → one currency.

@@ -1,0 +1,148 @@
+//! Looking withdrawals up in OKX's withdrawal history: one id with `clientId`, or many at once
+//! by paging the history (100 records a page, newest first) back to before the oldest send,
+//! which costs a page per hundred withdrawals instead of a call per id. An id is reported
+//! unknown only when the history was read back past its send; anything less is looked up by
+//! id, since an id read as unknown may be sent again.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use super::{
+    OkxProvider,
+    protocol::{self, CCY, StateClass, WithdrawalRecord},
+};
+use crate::exchange::{ExchangeError, RemoteStatus, explorer_url};
+
+/// Below this many ids, one call per id is cheaper than paging.
+const PAGE_FROM: usize = 4;
+/// Records per history page (OKX's maximum).
+const PAGE_SIZE: usize = 100;
+/// How far before the oldest send the pages must reach (clocks differ).
+const CLOCK_MARGIN_MS: i64 = 5 * 60 * 1000;
+
+impl OkxProvider {
+    pub(super) async fn look_up(
+        &self,
+        client_ids: &[String],
+        sent_since: Option<DateTime<Utc>>,
+    ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
+        let mut out = HashMap::with_capacity(client_ids.len());
+        // Ours → OKX's form; an id with no OKX form was never sent.
+        let mut wanted: HashMap<String, String> = HashMap::new();
+        for id in client_ids {
+            match protocol::to_okx_client_id(id) {
+                Some(theirs) => {
+                    wanted.insert(theirs, id.clone());
+                }
+                None => {
+                    out.insert(id.clone(), RemoteStatus::Unknown);
+                }
+            }
+        }
+        if let (true, Some(since)) = (wanted.len() >= PAGE_FROM, sent_since) {
+            let floor = since.timestamp_millis() - CLOCK_MARGIN_MS;
+            let covered = self.page_history(&mut wanted, &mut out, floor).await?;
+            if covered {
+                for ours in wanted.into_values() {
+                    out.insert(ours, RemoteStatus::Unknown);
+                }
+                return Ok(out);
+            }
+        }
+        for (theirs, ours) in wanted {
+            // Any failure fails the whole look-up: an id left out would read as unknown.
+            let status = self.lookup_one(&theirs).await?;
+            out.insert(ours, status);
+        }
+        Ok(out)
+    }
+
+    /// Reads history pages, newest first, taking the records of `wanted` ids out of it into
+    /// `out`, until none is left or the pages reach back past `floor_ms`. Answers whether the
+    /// history was covered back to there (what is left is then unknown to OKX).
+    async fn page_history(
+        &self,
+        wanted: &mut HashMap<String, String>,
+        out: &mut HashMap<String, RemoteStatus>,
+        floor_ms: i64,
+    ) -> Result<bool, ExchangeError> {
+        let max_pages = wanted.len() / PAGE_SIZE + 20;
+        let mut after: Option<i64> = None;
+        for _ in 0..max_pages {
+            if wanted.is_empty() {
+                return Ok(true);
+            }
+            let mut path = format!("/api/v5/asset/withdrawal-history?ccy={CCY}&limit={PAGE_SIZE}");
+            if let Some(after) = after {
+                // Records before this instant; one millisecond later so that records sharing
+                // the last instant of a page are read again rather than skipped.
+                path.push_str(&format!("&after={}", after + 1));
+            }
+            let records: Vec<WithdrawalRecord> =
+                self.read(&self.limiters.withdrawal_history, &path).await?;
+            let full = records.len() >= PAGE_SIZE;
+            let oldest = records
+                .iter()
+                .filter_map(|r| r.ts.parse::<i64>().ok())
+                .min();
+            for record in records {
+                if let Some(ours) = wanted.remove(&record.client_id) {
+                    out.insert(ours, self.record_status(record));
+                }
+            }
+            match oldest {
+                None => return Ok(!full),
+                Some(oldest) if !full || oldest < floor_ms => return Ok(true),
+                // No progress: the page is all one instant; look the rest up by id.
+                Some(oldest) if after == Some(oldest) => return Ok(false),
+                Some(oldest) => after = Some(oldest),
+            }
+        }
+        Ok(wanted.is_empty())
+    }
+
+    /// Looks one client id (OKX's form) up.
+    async fn lookup_one(&self, client_id: &str) -> Result<RemoteStatus, ExchangeError> {
+        let records: Vec<WithdrawalRecord> = self
+            .read(
+                &self.limiters.withdrawal_history,
+                &format!("/api/v5/asset/withdrawal-history?ccy={CCY}&clientId={client_id}"),
+            )
+            .await?;
+        Ok(
+            match records.into_iter().find(|r| r.client_id == client_id) {
+                Some(record) => self.record_status(record),
+                None => RemoteStatus::Unknown,
+            },
+        )
+    }
+
+    fn record_status(&self, record: WithdrawalRecord) -> RemoteStatus {
+        let cex_id = record.wd_id.clone();
+        match protocol::classify_state(&record.state) {
+            StateClass::Pending => RemoteStatus::Pending { cex_id },
+            StateClass::Success if record.tx_id.is_empty() => RemoteStatus::Pending { cex_id },
+            StateClass::Success => {
+                let network = self
+                    .chains
+                    .iter()
+                    .find(|(_, chain)| **chain == record.chain)
+                    .map(|(network, _)| *network);
+                RemoteStatus::Completed {
+                    cex_id,
+                    explorer_url: network.map(|n| explorer_url(n, &record.tx_id)),
+                    tx_hash: record.tx_id,
+                }
+            }
+            StateClass::Failed => RemoteStatus::Failed {
+                cex_id,
+                reason: format!(
+                    "OKX withdrawal state {} ({})",
+                    record.state,
+                    protocol::describe_state(&record.state)
+                ),
+            },
+        }
+    }
+}
