@@ -7,6 +7,7 @@ mod crash;
 mod email;
 mod employees;
 mod execution;
+mod faulty_exchange;
 mod funds;
 mod funds_property;
 mod helpers;

@@ -232,6 +232,34 @@ impl Setup {
         .await;
     }
 
+    /// Like [`Setup::call`], but answers the status with the body instead of asserting success.
+    pub(crate) async fn try_call(
+        &self,
+        server: &Server,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .client
+            .request(method.clone(), format!("{}/api/v1{path}", server.base))
+            .insert_header(("Authorization", format!("Bearer {}", self.key)));
+        if method != awc::http::Method::GET {
+            req = req.insert_header(("Idempotency-Key", new_key()));
+        }
+        let mut res = match body {
+            Some(body) => req.send_json(&body).await,
+            None => req.send().await,
+        }
+        .expect("request");
+        let bytes = res.body().limit(64 << 20).await.expect("body");
+        (
+            res.status().as_u16(),
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
     pub(crate) async fn call(
         &self,
         server: &Server,

@@ -515,6 +515,11 @@ async fn retry(
     }
     store::insert_job(&*tx, &job).await?;
     store::save_payouts(&*tx, &failed).await?;
+    store::reset_sends(
+        &*tx,
+        &failed.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
+    )
+    .await?;
     holds::hold(
         &*tx,
         failed

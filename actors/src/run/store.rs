@@ -117,6 +117,7 @@ pub async fn save_payouts<C: ConnectionTrait>(
             C::FailedReason,
             C::InitiatedAt,
             C::CompletedAt,
+            C::StuckSince,
             C::UpdatedAt,
         ])
         .to_owned();
@@ -129,6 +130,26 @@ pub async fn save_payouts<C: ConnectionTrait>(
         Some(&on_conflict),
     )
     .await?;
+    Ok(())
+}
+
+/// A new attempt starts with no sends: counted sends belong to the attempt before. (Sends are
+/// only ever counted by the exchange actor's fence, so `save_payouts` never writes them.)
+pub async fn reset_sends<C: ConnectionTrait>(
+    conn: &C,
+    payout_ids: &[String],
+) -> Result<(), RunError> {
+    for chunk in payout_ids.chunks(IDS_PER_STATEMENT) {
+        payout::Entity::update_many()
+            .col_expr(payout::Column::SendCount, Expr::value(0))
+            .col_expr(
+                payout::Column::LastSentAt,
+                Expr::value(Option::<DateTime<Utc>>::None),
+            )
+            .filter(payout::Column::Id.is_in(chunk.iter().cloned()))
+            .exec(conn)
+            .await?;
+    }
     Ok(())
 }
 
