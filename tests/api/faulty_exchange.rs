@@ -35,6 +35,10 @@ struct Faults {
     never_learns: bool,
     /// Makes a second withdrawal for a client id it already has (no deduplication).
     no_dedupe: bool,
+    /// Refuses our credentials (401, code 50113) on every withdrawal.
+    credentials_refused: bool,
+    /// Withdrawals and the history answer 503: the exchange cannot be reached.
+    down: bool,
     /// A withdrawal shows in the history this long after it was made.
     history_lag_ms: i64,
     /// And is on chain this long after it was made.
@@ -49,6 +53,8 @@ impl Faults {
             rate_limited: 0.10,
             never_learns: false,
             no_dedupe: true,
+            credentials_refused: false,
+            down: false,
             history_lag_ms: 400,
             settle_ms: 600,
         }
@@ -132,7 +138,10 @@ impl Respond for Responder {
                 let body: Value = serde_json::from_slice(&request.body).expect("json body");
                 let client_id = body["clientId"].as_str().unwrap_or("").to_owned();
                 *state.posts.entry(client_id.clone()).or_default() += 1;
-                if state.faults.never_learns {
+                if state.faults.credentials_refused {
+                    return okx_error(401, "50113", "Invalid Sign");
+                }
+                if state.faults.never_learns || state.faults.down {
                     return ResponseTemplate::new(503).set_body_string("Service Unavailable");
                 }
                 let faults = state.faults;
@@ -166,6 +175,9 @@ impl Respond for Responder {
                 }
             }
             Endpoint::WithdrawalHistory => {
+                if state.faults.down {
+                    return ResponseTemplate::new(503).set_body_string("Service Unavailable");
+                }
                 let now = now_ms();
                 let lag = state.faults.history_lag_ms;
                 let settle = state.faults.settle_ms;
@@ -671,4 +683,138 @@ async fn only_a_stuck_payout_can_be_resolved() {
         .write_as(&reader, "POST", &path, json!({"outcome": "failed"}))
         .await;
     assert_eq!(res.status, 403, "{}", res.text);
+}
+
+/// The job of a run, as the API shows it.
+async fn job_of(setup: &Setup, server: &Server, run_id: &str) -> Value {
+    let run = setup
+        .call(server, "GET", &format!("/payroll-runs/{run_id}"), None)
+        .await;
+    let job_id = run["data"]["job"]["job_id"]
+        .as_str()
+        .expect("job")
+        .to_owned();
+    setup
+        .call(server, "GET", &format!("/jobs/{job_id}"), None)
+        .await["data"]
+        .clone()
+}
+
+async fn wait_for_status(setup: &Setup, server: &Server, run_id: &str, status: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, run) = setup
+            .try_call(
+                server,
+                "POST",
+                &format!("/payroll-runs/{run_id}/sync"),
+                None,
+            )
+            .await;
+        if code == 200 && run["data"]["status"] == status {
+            return run["data"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "run not {status}: {run}\n--- server log:\n{}",
+            setup.log(1)
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[actix_web::test]
+async fn a_job_whose_credentials_are_refused_fails_and_retry_resumes_it() {
+    let okx = FaultyOkx::start(
+        seed(),
+        Faults {
+            credentials_refused: true,
+            ..Faults::all()
+        },
+    )
+    .await;
+    let setup = setup_for(&okx, &[]).await;
+    let server = setup.start(1).await;
+    let run_id = start_paying(&setup, &server, 20).await;
+    let run = wait_for_status(&setup, &server, &run_id, "FAILED").await;
+    assert_eq!(run["payout_summary"]["failed"], 20);
+    let job = job_of(&setup, &server, &run_id).await;
+    assert_eq!(job["status"], "FAILED", "{job}");
+    for p in payouts(&setup, &server, &run_id).await {
+        let reason = p["failed_reason"].as_str().expect("reason");
+        assert!(reason.starts_with("job_failed: "), "{reason}");
+    }
+    // Nothing was withdrawn.
+    assert!(okx.made_per_payout().is_empty());
+    // Credentials fixed: retry-failed pays every payout once.
+    okx.set_faults(Faults {
+        hang: 0.0,
+        unavailable: 0.0,
+        rate_limited: 0.0,
+        ..Faults::all()
+    });
+    setup.run_step(&server, &run_id, "retry-failed").await;
+    let paid = operate_to_completion(&setup, &server, &okx, &run_id, 60).await;
+    assert_each_paid_once(&okx, &paid);
+}
+
+#[actix_web::test]
+async fn a_job_that_cannot_reach_the_exchange_fails_and_its_sent_payouts_are_followed() {
+    let okx = FaultyOkx::start(
+        seed(),
+        Faults {
+            down: true,
+            ..Faults::all()
+        },
+    )
+    .await;
+    let setup = setup_for(
+        &okx,
+        &[
+            ("PAYROLL__EXCHANGE__UNREACHABLE_FAIL_MS", "1500"),
+            ("PAYROLL__EXCHANGE__IN_FLIGHT_WINDOW", "4"),
+        ],
+    )
+    .await;
+    let server = setup.start(1).await;
+    let run_id = start_paying(&setup, &server, 20).await;
+    // The job fails once the exchange has been away long enough; what was sent is followed.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let job = loop {
+        let job = job_of(&setup, &server, &run_id).await;
+        if job["status"] == "FAILED" {
+            break job;
+        }
+        assert!(Instant::now() < deadline, "job not failed: {job}");
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(
+        job["failed_reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("job_failed: the exchange could not be reached")),
+        "{job}"
+    );
+    let listed = payouts(&setup, &server, &run_id).await;
+    let job_failed = listed
+        .iter()
+        .filter(|p| {
+            p["failed_reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("job_failed: "))
+        })
+        .count();
+    let sent = listed.iter().filter(|p| p["status"] == "PENDING").count();
+    assert!(job_failed > 0 && sent > 0, "{listed:?}");
+    assert_eq!(job_failed + sent, 20);
+    // The exchange comes back: the sent ones are looked up and sent again, the run ends FAILED
+    // for the others, and retry-failed pays them.
+    okx.set_faults(Faults {
+        hang: 0.0,
+        unavailable: 0.0,
+        rate_limited: 0.0,
+        ..Faults::all()
+    });
+    wait_for_status(&setup, &server, &run_id, "FAILED").await;
+    let paid = operate_to_completion(&setup, &server, &okx, &run_id, 60).await;
+    assert_each_paid_once(&okx, &paid);
 }

@@ -20,6 +20,7 @@ mod openapi;
 mod pipeline;
 mod process;
 mod receiver;
+mod reconciliation;
 mod runs;
 mod status;
 mod webhooks;
