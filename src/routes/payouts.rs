@@ -31,12 +31,13 @@ pub enum ResolvedOutcome {
 #[serde(deny_unknown_fields)]
 pub struct ResolvePayoutRequest {
     /// `completed` or `failed`.
+    #[schema(value_type = ResolvedOutcome, required)]
     pub outcome: Option<ResolvedOutcome>,
     /// With `completed`: the transaction hash, where known.
-    #[schema(min_length = 1, max_length = 200)]
+    #[schema(value_type = String, min_length = 1, max_length = 200)]
     pub on_chain_tx_hash: Option<String>,
     /// What was found, for the audit log (and the failed reason).
-    #[schema(max_length = 1000)]
+    #[schema(value_type = String, max_length = 1000)]
     pub note: Option<String>,
 }
 

@@ -87,7 +87,7 @@ impl From<&treasury_transfer::Model> for TransferResource {
 #[serde(deny_unknown_fields)]
 pub struct CreateTransferRequest {
     /// At least 1 cent, at most 100,000,000,000 cents.
-    #[schema(value_type = i64, minimum = 1, maximum = 100_000_000_000_i64)]
+    #[schema(value_type = i64, minimum = 1, maximum = 100_000_000_000_i64, required)]
     pub amount_usd_cents: Option<i64>,
     /// to_exchange (default) or to_treasury.
     pub direction: Option<TransferDirection>,

@@ -920,3 +920,45 @@ async fn https_with_a_private_ca() {
         stderr(&out)
     );
 }
+
+#[actix_web::test]
+async fn payouts_resolve_sends_the_outcome_and_shows_the_refusal() {
+    let app = spawn_app().await;
+    let key = app.key.clone();
+    app.create_employee("Res", "res@example.com", 1_000).await;
+    app.fund(1_000).await;
+    let run_id = app
+        .deposited_run(
+            serde_json::json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}),
+        )
+        .await;
+    let listed = app
+        .get(&format!("/api/v1/payroll-runs/{run_id}/payouts"))
+        .await;
+    let payout_id = listed.data()[0]["id"].as_str().expect("id").to_owned();
+    // Not stuck: the API refuses, and the CLI prints its error body and exits 1.
+    let out = payroll(
+        &app,
+        Some(&key),
+        &[
+            "payouts",
+            "resolve",
+            &payout_id,
+            "--outcome",
+            "failed",
+            "--note",
+            "checked",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 1, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json(&out)["error"]["code"], "INVALID_STATUS_TRANSITION");
+    // An outcome the API does not know is a usage error, sent nowhere.
+    let out = payroll(
+        &app,
+        Some(&key),
+        &["payouts", "resolve", &payout_id, "--outcome", "paid"],
+    )
+    .await;
+    assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -454,7 +454,16 @@ async fn every_fault_at_once_and_each_payout_is_withdrawn_once() {
 #[actix_web::test]
 async fn every_fault_and_kill_9_during_execution_withdraws_each_payout_once() {
     let count = payout_count(90);
-    let okx = FaultyOkx::start(seed() + 1, Faults::all()).await;
+    // This one deduplicates client ids as a careful exchange would: a resend of a withdrawal
+    // it made is answered with an error (code 58404), which proves nothing either way.
+    let okx = FaultyOkx::start(
+        seed() + 1,
+        Faults {
+            no_dedupe: false,
+            ..Faults::all()
+        },
+    )
+    .await;
     let setup = setup_for(&okx, &[]).await;
     let mut server = setup.start(1).await;
     let run_id = start_paying(&setup, &server, count).await;

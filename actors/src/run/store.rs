@@ -446,6 +446,8 @@ pub async fn hand_back(
             .filter(payout::Column::ClientWithdrawalId.is_in(chunk.to_vec()))
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
             .filter(payout::Column::CexWithdrawalId.is_null())
+            // Never one that left: every send is counted before it leaves.
+            .filter(payout::Column::SendCount.eq(0))
             .filter(payout::Column::PayrollRunId.in_subquery(lease::held_runs(lease)))
             .exec(&*tx)
             .await?
