@@ -6,6 +6,7 @@ pub mod config;
 pub mod http;
 pub mod openapi;
 pub mod routes;
+pub mod sqlite_lock;
 pub mod startup;
 pub mod state;
 pub mod telemetry;

@@ -59,6 +59,8 @@ pub struct Application {
     _webhook_arbiter: ArbiterGuard,
     /// This instance's id: its run leases are given up when it stops.
     lease: LeaseSettings,
+    /// SQLite: the lock that keeps a second server off this database file.
+    _sqlite_lock: Option<std::fs::File>,
 }
 
 /// Connects to the configured database and brings its schema up to date.
@@ -142,6 +144,7 @@ impl Application {
         // Before the actors start, so their first figures are recorded.
         telemetry::metrics_handle();
         let pepper = load_pepper(&settings)?;
+        let sqlite_lock = crate::sqlite_lock::lock(&settings.database_url())?;
         let db = connect_and_migrate(&settings).await?;
         bootstrap_key(&settings, &db, &pepper).await?;
 
@@ -264,6 +267,7 @@ impl Application {
             state,
             _webhook_arbiter: webhook_arbiter,
             lease,
+            _sqlite_lock: sqlite_lock,
         })
     }
 

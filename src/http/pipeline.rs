@@ -518,6 +518,11 @@ fn finish(res: ServiceResponse<BoxBody>, request_id: &str) -> ServiceResponse<Bo
         HeaderName::from_static("api-version"),
         HeaderValue::from_static(API_VERSION),
     );
+    // A browser never reads a JSON answer (or anything else) as another type.
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     res
 }
 

@@ -2,7 +2,7 @@
 
 use actix_web::HttpResponse;
 
-use super::html::escape;
+use super::html::{escape, page};
 use crate::http::{
     error::{ApiError, ErrorCode},
     request::ApiRequest,
@@ -46,7 +46,5 @@ Every error answers <code>{{"error": {{"code", "message", "details", "recovery_h
 <table><thead><tr><th>Code</th><th>HTTP</th><th>When</th><th>What to do</th></tr></thead><tbody>
 {rows}</tbody></table></body></html>"#
     );
-    HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .body(html)
+    page(html)
 }

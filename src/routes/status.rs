@@ -32,7 +32,7 @@ use sea_orm::{
     sea_query::{Expr, Func},
 };
 
-use super::html::escape;
+use super::html::{escape, page};
 use crate::{
     http::{
         auth::{self, Scope},
@@ -156,10 +156,7 @@ pub async fn status_page(
     }
     html.push_str("</main></body></html>\n");
 
-    Ok(HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .insert_header((header::CACHE_CONTROL, "no-store"))
-        .body(html))
+    Ok(page(html))
 }
 
 /// A Bearer key, or HTTP Basic with the key as password (any user name).

@@ -22,5 +22,6 @@ mod process;
 mod receiver;
 mod reconciliation;
 mod runs;
+mod security;
 mod status;
 mod webhooks;
