@@ -100,3 +100,174 @@ async fn a_second_server_on_one_sqlite_file_refuses_to_start() {
     let again = setup.start(2).await;
     setup.call(&again, "GET", "/payroll-runs", None).await;
 }
+
+/// Every table a refused request could have changed, counted.
+async fn table_counts(db: &payroll_entities::db::Db) -> Vec<(&'static str, i64)> {
+    use sea_orm::{ConnectionTrait, Statement};
+    let mut counts = Vec::new();
+    for table in [
+        "employees",
+        "payroll_runs",
+        "payouts",
+        "jobs",
+        "api_keys",
+        "webhook_endpoints",
+        "webhook_deliveries",
+        "treasury_transfers",
+        "idempotency_records",
+        "events",
+        "email_outbox",
+        "exchange_holds",
+    ] {
+        let row = db
+            .conn
+            .query_one_raw(Statement::from_string(
+                db.backend(),
+                format!("SELECT COUNT(*) AS n FROM {table}"),
+            ))
+            .await
+            .expect("count")
+            .expect("row");
+        counts.push((table, row.try_get::<i64>("", "n").expect("n")));
+    }
+    counts
+}
+
+/// Every guarded operation of the route table, called with every kind of key that must be
+/// refused: 401 or 403 with the contract's code, nothing changed, and an audit entry for each.
+#[actix_web::test]
+async fn every_route_refuses_every_unusable_key_and_changes_nothing() {
+    use payroll::{http::route::Access, routes::ROUTES};
+    let app = crate::helpers::spawn_app_with(|s| s.auth.rotation_grace_seconds = 0).await;
+    // Something to find behind every path parameter, so a refusal is not a 404 in disguise.
+    let employee = app
+        .create_employee("Guarded", "guarded@example.com", 1_000)
+        .await;
+    let employee_id = employee["id"].as_str().expect("id").to_owned();
+    let run_id = app
+        .create_run(serde_json::json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    let payouts = app
+        .get(&format!("/api/v1/payroll-runs/{run_id}/payouts"))
+        .await;
+    let payout_id = payouts.data()[0]["id"].as_str().expect("payout").to_owned();
+
+    // The keys: revoked, expired, rotated past its grace (0 s), and one lacking every scope
+    // a guarded route asks for but its own family.
+    let (revoked, revoked_id) = app.key_with(&["payroll:read"]).await;
+    let res = app
+        .send(
+            "DELETE",
+            &format!("/api/v1/api-keys/{revoked_id}"),
+            Some(&app.key),
+            Some(&crate::helpers::new_key()),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let expires = chrono::Utc::now() + chrono::Duration::milliseconds(600);
+    let res = app
+        .post(
+            "/api/v1/api-keys",
+            serde_json::json!({"name": "short", "scopes": ["payroll:read"], "expires_at": expires.to_rfc3339()}),
+        )
+        .await;
+    let expired = res.data()["key"].as_str().expect("plaintext").to_owned();
+    let (rotated, rotated_id) = app.key_with(&["payroll:read"]).await;
+    let res = app
+        .post(
+            &format!("/api/v1/api-keys/{rotated_id}/rotate"),
+            serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.text);
+    let (webhooks_only, _) = app.key_with(&["webhooks:manage"]).await;
+    let (audit_only, _) = app.key_with(&["audit:read"]).await;
+    actix_web::rt::time::sleep(Duration::from_millis(800)).await;
+
+    let db = app.db().await;
+    let before = table_counts(&db).await;
+    let audited_before = audit_refusals(&db).await;
+    let unknown = "mpk_live_0123456789abcdefghij0123456789abcdefgh".to_owned();
+    let mut sent = 0;
+    for spec in ROUTES {
+        let Access::AnyOf(_) = spec.access else {
+            continue;
+        };
+        let path = format!(
+            "/api/v1{}",
+            spec.path
+                .replace("{run_id}", &run_id)
+                .replace("{payout_id}", &payout_id)
+                .replace("{employee_id}", &employee_id)
+                .replace("{job_id}", "job_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+                .replace("{key_id}", &rotated_id)
+                .replace("{webhook_id}", "wh_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+                .replace("{delivery_id}", "whd_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+        );
+        let lacking = if spec.path.starts_with("/webhooks") {
+            &audit_only
+        } else {
+            &webhooks_only
+        };
+        let cases: [(Option<&str>, Option<&str>, u16, &str); 7] = [
+            (None, None, 401, "INVALID_API_KEY"),
+            (None, Some("Bearer nope"), 401, "INVALID_API_KEY"),
+            (Some(&unknown), None, 401, "INVALID_API_KEY"),
+            (Some(&revoked), None, 401, "INVALID_API_KEY"),
+            (Some(&expired), None, 401, "API_KEY_EXPIRED"),
+            (Some(&rotated), None, 401, "API_KEY_EXPIRED"),
+            (Some(lacking), None, 403, "INSUFFICIENT_SCOPE"),
+        ];
+        for (key, header, status, code) in cases {
+            let idem = crate::helpers::new_key();
+            let headers: Vec<(&str, &str)> =
+                header.map(|h| ("Authorization", h)).into_iter().collect();
+            let res = app
+                .send(
+                    spec.method.as_str(),
+                    &path,
+                    key,
+                    spec.is_write().then_some(idem.as_str()),
+                    spec.is_write().then(|| b"{}".to_vec()),
+                    &headers,
+                )
+                .await;
+            assert_eq!(res.status, status, "{spec:?} with {code}: {}", res.text);
+            assert_eq!(res.code(), code, "{spec:?}");
+            sent += 1;
+        }
+    }
+    assert_eq!(
+        table_counts(&db).await,
+        before,
+        "a refused request changed something"
+    );
+    // Refusals are audited in batches (audit.flush_interval_ms): wait for them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let audited = audit_refusals(&db).await - audited_before;
+        if audited == sent {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{audited} refusals audited of {sent}"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn audit_refusals(db: &payroll_entities::db::Db) -> i64 {
+    use sea_orm::{ConnectionTrait, Statement};
+    db.conn
+        .query_one_raw(Statement::from_string(
+            db.backend(),
+            "SELECT COUNT(*) AS n FROM audit_entries WHERE status_code IN (401, 403)",
+        ))
+        .await
+        .expect("count")
+        .and_then(|r| r.try_get::<i64>("", "n").ok())
+        .unwrap_or(0)
+}
