@@ -98,6 +98,52 @@ async fn assert_paid_exactly_once(database: &Db, total: i64) {
     assert_eq!(paid, total, "money conserved");
 }
 
+/// Every row of every table of the server's database as text, and on SQLite the bytes of its
+/// files (the database, its write-ahead log).
+async fn database_dump(setup: &Setup) -> String {
+    use sea_orm::{ConnectionTrait, Statement};
+    let database = db(&setup.database_url).await;
+    let backend = database.backend();
+    let mut dump = String::new();
+    if backend == sea_orm::DatabaseBackend::Postgres {
+        let tables = database
+            .conn
+            .query_all_raw(Statement::from_string(
+                backend,
+                "SELECT tablename::text AS t FROM pg_tables WHERE schemaname = current_schema()",
+            ))
+            .await
+            .expect("tables");
+        for table in tables {
+            let name: String = table.try_get("", "t").expect("name");
+            let rows = database
+                .conn
+                .query_all_raw(Statement::from_string(
+                    backend,
+                    format!("SELECT r::text AS row FROM \"{name}\" r"),
+                ))
+                .await
+                .expect("rows");
+            for row in rows {
+                dump.push_str(&row.try_get::<String>("", "row").expect("row"));
+                dump.push('\n');
+            }
+        }
+    } else {
+        for entry in std::fs::read_dir(setup.dir.path()).expect("data dir") {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with("payroll.db") {
+                dump.push_str(&String::from_utf8_lossy(
+                    &std::fs::read(&path).expect("read"),
+                ));
+            }
+        }
+    }
+    database.conn.close_by_ref().await.ok();
+    dump
+}
+
 async fn instance_id(server: &Server) -> String {
     let mut res = awc::Client::default()
         .get(format!("{}/readyz", server.base))
@@ -423,7 +469,28 @@ async fn the_log_of_a_full_run_holds_no_secret() {
                 && r.iter().any(|d| d.event_type() == "webhook.test")
         })
         .await;
+    // What an operator sees: the metrics and the status page.
+    let client = awc::Client::default();
+    let mut shown = String::new();
+    for (path, key) in [("/metrics", None), ("/status", Some(&setup.key))] {
+        let mut req = client.get(format!("{}{path}", server.base));
+        if let Some(key) = key {
+            req = req.insert_header(("Authorization", format!("Bearer {key}")));
+        }
+        let body = req
+            .send()
+            .await
+            .expect("request")
+            .body()
+            .limit(16 << 20)
+            .await
+            .expect("body");
+        shown.push_str(&String::from_utf8_lossy(&body));
+    }
     drop(server);
+    // Everything at rest: every row of every table (audit entries, idempotency records,
+    // webhook endpoints and deliveries, keys, …) and, on SQLite, the database files themselves.
+    let at_rest = database_dump(&setup).await;
 
     let log = setup.log(1);
     let pepper = std::fs::read_to_string(setup.dir.path().join("key_pepper")).expect("pepper");
@@ -432,9 +499,18 @@ async fn the_log_of_a_full_run_holds_no_secret() {
         forbidden.push(secret.clone());
         forbidden.push(secret.trim_start_matches("whsec_").to_owned());
     }
+    assert!(at_rest.contains(&webhook_id), "the dump holds the data");
     for secret in &forbidden {
         assert!(secret.len() >= 16, "a real secret: {secret}");
         assert!(!log.contains(secret.as_str()), "a secret reached the log");
+        assert!(
+            !at_rest.contains(secret.as_str()),
+            "a secret is stored in plain text"
+        );
+        assert!(
+            !shown.contains(secret.as_str()),
+            "a secret is shown on /metrics or /status"
+        );
     }
     // The log is JSON lines whose spans name the request and the run.
     let lines: Vec<Value> = log
