@@ -271,3 +271,53 @@ async fn audit_refusals(db: &payroll_entities::db::Db) -> i64 {
         .and_then(|r| r.try_get::<i64>("", "n").ok())
         .unwrap_or(0)
 }
+
+/// No SQL is built by formatting text into it: every value reaches the database as a bound
+/// parameter (SeaORM's query builder or `Statement::from_sql_and_values`). This reads the
+/// sources and fails on a `format!` whose text is SQL.
+#[test]
+fn no_sql_is_built_by_string_formatting() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut offenders = Vec::new();
+    let mut stack: Vec<std::path::PathBuf> = ["src", "actors/src", "entities/src", "migration/src"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect();
+    let mut files = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("source folder") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().and_then(|e| e.to_str()) != Some("rs") {
+                continue;
+            }
+            files += 1;
+            let text = std::fs::read_to_string(&path).expect("source");
+            let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            for (at, _) in flat.match_indices("format!(") {
+                let literal = flat[at + "format!(".len()..]
+                    .trim_start()
+                    .trim_start_matches(['r', '#', '"'])
+                    .to_ascii_uppercase();
+                if ["SELECT ", "UPDATE ", "INSERT ", "DELETE ", "WITH "]
+                    .iter()
+                    .any(|kw| literal.starts_with(kw))
+                {
+                    offenders.push(format!(
+                        "{}: {}",
+                        path.display(),
+                        &flat[at..(at + 80).min(flat.len())]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(files > 50, "the sources were read ({files} files)");
+    assert!(
+        offenders.is_empty(),
+        "SQL built by formatting: {offenders:#?}"
+    );
+}
