@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use payroll_entities::{PayoutStatus, db::Db, payout, run_lease};
 use sea_orm::{
-    ColumnTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    ColumnTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
     sea_query::{Expr, ExprTrait as _},
 };
 
@@ -30,8 +30,12 @@ pub async fn stamp_sends(
         return Ok(stamped);
     }
     let tx = db.begin_write().await?;
+    let postgres = db.backend() == DatabaseBackend::Postgres;
     for chunk in client_ids.chunks(CHUNK) {
-        let rows: Vec<(String, String, String, i32)> = payout::Entity::find()
+        // Locked on PostgreSQL: a transaction that ends the payout meanwhile (a job failing,
+        // a look-up settling it) either commits first, and the row no longer qualifies, or
+        // waits for this stamp and sees it.
+        let select = payout::Entity::find()
             .select_only()
             .column(payout::Column::Id)
             .column(payout::Column::PayrollRunId)
@@ -39,10 +43,13 @@ pub async fn stamp_sends(
             .column(payout::Column::SendCount)
             .filter(payout::Column::ClientWithdrawalId.is_in(chunk.iter().cloned()))
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-            .filter(payout::Column::StuckSince.is_null())
-            .into_tuple()
-            .all(&*tx)
-            .await?;
+            .filter(payout::Column::StuckSince.is_null());
+        let select = if postgres {
+            select.lock_exclusive()
+        } else {
+            select
+        };
+        let rows: Vec<(String, String, String, i32)> = select.into_tuple().all(&*tx).await?;
         let mut runs: Vec<String> = rows.iter().map(|r| r.1.clone()).collect();
         runs.sort();
         runs.dedup();
@@ -68,6 +75,8 @@ pub async fn stamp_sends(
             )
             .col_expr(payout::Column::LastSentAt, Expr::value(now))
             .filter(payout::Column::Id.is_in(allowed.iter().map(|r| r.0.clone())))
+            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+            .filter(payout::Column::StuckSince.is_null())
             .exec(&*tx)
             .await?;
         for (_, _, client_id, count) in allowed {

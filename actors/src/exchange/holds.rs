@@ -7,8 +7,8 @@
 
 use payroll_entities::{PayoutStatus, exchange_hold, exchange_reserve, payout, time};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
-    Statement,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter,
+    QuerySelect, Statement,
     sea_query::{Expr, ExprTrait as _},
 };
 
@@ -246,6 +246,8 @@ pub async fn release_run<C: ConnectionTrait>(
     Ok(total)
 }
 
+/// Releases exactly these rows (read active, and locked, in the same transaction); answers
+/// their sum.
 async fn release_rows<C: ConnectionTrait>(
     conn: &C,
     rows: &[&exchange_hold::Model],
@@ -254,13 +256,21 @@ async fn release_rows<C: ConnectionTrait>(
     if rows.is_empty() {
         return Ok(0);
     }
+    let mut which = Condition::any();
+    for h in rows {
+        which = which.add(
+            Condition::all()
+                .add(exchange_hold::Column::PayoutId.eq(h.payout_id.as_str()))
+                .add(exchange_hold::Column::Attempt.eq(h.attempt)),
+        );
+    }
     exchange_hold::Entity::update_many()
         .col_expr(exchange_hold::Column::ReleasedAt, Expr::value(time::now()))
         .col_expr(
             exchange_hold::Column::ReleaseReason,
             Expr::value(why.as_str()),
         )
-        .filter(exchange_hold::Column::PayoutId.is_in(rows.iter().map(|h| h.payout_id.clone())))
+        .filter(which)
         .filter(exchange_hold::Column::ReleasedAt.is_null())
         .exec(conn)
         .await?;

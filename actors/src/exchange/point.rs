@@ -12,9 +12,8 @@ use super::{
 
 /// Sends one batch: each send stamped under the run's lease first (those of runs this
 /// instance no longer holds are not sent), then the provider's answers, and the holds of
-/// attempts whose answer ends their claim on the balance released before the answers go
-/// anywhere (accepted: the exchange's balance has dropped; a definite refusal of a first send:
-/// nothing was withdrawn). Sends the exchange turned away with its rate limit are not counted.
+/// accepted attempts released before the answers go anywhere (the exchange's balance has
+/// dropped). Sends the exchange turned away with its rate limit are not counted.
 /// When the ledger cannot be written, the holds stay until the run records the outcome and
 /// releases them itself. Answers (client id, outcome, which send) in the batch's order.
 pub(super) async fn send_fenced(
@@ -73,7 +72,6 @@ pub(super) async fn send_fenced(
 
 async fn settle_answers(db: &Db, answers: &[(String, WithdrawalOutcome, Sent)]) {
     let mut accepted = Vec::new();
-    let mut refused = Vec::new();
     let mut turned_away = Vec::new();
     for (client_id, outcome, sent) in answers {
         if let WithdrawalOutcome::RateLimited { .. } = outcome {
@@ -82,27 +80,27 @@ async fn settle_answers(db: &Db, answers: &[(String, WithdrawalOutcome, Sent)]) 
         let Some((payout_id, attempt)) = parse_client_id(client_id) else {
             continue;
         };
-        match of_answer(*sent, outcome) {
-            Verdict::Accepted { .. } => accepted.push((payout_id.to_owned(), attempt)),
-            Verdict::Refused { .. } | Verdict::CredentialsRefused { .. } => {
-                refused.push((payout_id.to_owned(), attempt))
-            }
-            _ => {}
+        // Only an acceptance is settled here: the balance has dropped already, so the hold
+        // must go now. A refusal keeps its hold until the run records the payout FAILED in the
+        // same transaction, so that an answer lost in a crash never leaves a PENDING payout
+        // without its hold.
+        if let Verdict::Accepted { .. } = of_answer(*sent, outcome) {
+            accepted.push((payout_id.to_owned(), attempt));
         }
     }
-    if accepted.is_empty() && refused.is_empty() && turned_away.is_empty() {
+    if accepted.is_empty() && turned_away.is_empty() {
         return;
     }
     let written = async {
         let tx = db.begin_write().await?;
-        holds::release(&*tx, &accepted, holds::Release::Accepted).await?;
-        holds::release(&*tx, &refused, holds::Release::Refused).await?;
+        // Payouts before holds before the counter: the order every transaction takes them in.
         fence::unstamp(&*tx, &turned_away).await?;
+        holds::release(&*tx, &accepted, holds::Release::Accepted).await?;
         tx.commit().await
     }
     .await;
     if let Err(err) = written {
-        tracing::warn!(error = %err, "holds of answered withdrawals could not be released now; the runs release them");
+        tracing::warn!(error = %err, "holds of accepted withdrawals could not be released now; the runs release them");
     }
 }
 

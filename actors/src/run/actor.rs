@@ -465,6 +465,8 @@ impl Supervised for RunActor {
         self.owns = false;
         self.watch.clear();
         self.watching.clear();
+        // A look-up under way was dropped with the actor's futures.
+        self.looking_up = false;
     }
 }
 

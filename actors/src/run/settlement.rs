@@ -79,10 +79,13 @@ fn request_of(p: &payout::Model, client_id: &str) -> WithdrawalRequest {
 }
 
 /// Applies changes to payouts, the run's and job's counters and events, in one transaction.
+/// `observed_at`: when the exchange was asked, for changes learned from a look-up. A payout
+/// sent after that (a resend that left meanwhile) is not failed on the look-up's word.
 async fn apply_changes(
     deps: &RunDeps,
     snapshot: Snapshot,
     changes: Vec<(String, Change)>,
+    observed_at: Option<DateTime<Utc>>,
 ) -> Result<Snapshot, RunError> {
     if changes.is_empty() {
         return Ok(snapshot);
@@ -93,7 +96,7 @@ async fn apply_changes(
         .iter()
         .filter_map(|(c, _)| parse_client_id(c).map(|(id, _)| id.to_owned()))
         .collect();
-    let mut payouts = store::payouts_by_id(&*tx, &wanted).await?;
+    let mut payouts = store::payouts_by_id_locked(&*tx, &wanted).await?;
     let now = time::now();
     let mut after = run.clone();
     let mut changed = Vec::new();
@@ -149,6 +152,12 @@ async fn apply_changes(
             Change::Failed { cex_id, reason } => {
                 // A refusal (no exchange id) only ever concerns a withdrawal not yet accepted.
                 if cex_id.is_none() && before != PayoutStatus::Pending {
+                    continue;
+                }
+                // Sent again since the exchange was asked: what it said is out of date.
+                if let (Some(asked), Some(sent)) = (observed_at, p.last_sent_at)
+                    && sent > asked
+                {
                     continue;
                 }
                 p.status = PayoutStatus::Failed;
@@ -298,24 +307,31 @@ pub async fn record_results(
             Verdict::Completed { .. } | Verdict::Failed { .. } => {}
         }
     }
-    let snapshot = apply_changes(deps, snapshot, changes).await?;
+    let snapshot = apply_changes(deps, snapshot, changes, None).await?;
     Ok((snapshot, recorded))
 }
 
 /// What the exchange knows of these client ids (its history, batched where it allows).
-pub async fn look_up(
-    deps: &RunDeps,
-    client_ids: Vec<String>,
-) -> Result<HashMap<String, RemoteStatus>, RunError> {
+pub async fn look_up(deps: &RunDeps, client_ids: Vec<String>) -> Result<Looked, RunError> {
+    let asked_at = time::now();
     let sent_since = store::first_sent(&deps.db, &client_ids).await?;
-    deps.exchange
+    let statuses = deps
+        .exchange
         .counted_send(Lookup {
             client_ids,
             sent_since,
         })
         .await
         .map_err(|e| RunError::Unavailable(e.to_string()))?
-        .map_err(|e| RunError::Exchange(e.to_string()))
+        .map_err(|e| RunError::Exchange(e.to_string()))?;
+    Ok(Looked { statuses, asked_at })
+}
+
+/// What a look-up found, and when the exchange was asked.
+#[derive(Debug)]
+pub struct Looked {
+    pub statuses: HashMap<String, RemoteStatus>,
+    pub asked_at: DateTime<Utc>,
 }
 
 /// Applies what a look-up found (`None`: the exchange could not be asked) to the current
@@ -327,10 +343,10 @@ pub async fn apply_lookup(
     deps: &RunDeps,
     snapshot: Snapshot,
     client_ids: Vec<String>,
-    statuses: Option<HashMap<String, RemoteStatus>>,
+    looked: Option<Looked>,
 ) -> Result<(Snapshot, Recorded), RunError> {
     let mut recorded = Recorded::default();
-    let Some(statuses) = statuses else {
+    let Some(Looked { statuses, asked_at }) = looked else {
         recorded.unreached = true;
         recorded.still_pending = client_ids;
         return Ok((snapshot, recorded));
@@ -411,7 +427,7 @@ pub async fn apply_lookup(
             Verdict::Refused { .. } | Verdict::CredentialsRefused { .. } | Verdict::NotSent => {}
         }
     }
-    let snapshot = apply_changes(deps, snapshot, changes).await?;
+    let snapshot = apply_changes(deps, snapshot, changes, Some(asked_at)).await?;
     Ok((snapshot, recorded))
 }
 
@@ -425,8 +441,8 @@ pub async fn reconcile(
     if client_ids.is_empty() {
         return Ok((snapshot, Recorded::default()));
     }
-    let statuses = look_up(deps, client_ids.clone()).await?;
-    apply_lookup(deps, snapshot, client_ids, Some(statuses)).await
+    let looked = look_up(deps, client_ids.clone()).await?;
+    apply_lookup(deps, snapshot, client_ids, Some(looked)).await
 }
 
 /// Marks these payouts stuck: PROCESSING longer than `exchange.stuck_after_ms`.
@@ -445,7 +461,7 @@ pub async fn mark_processing_stuck(
         .map(|c| (c, Change::Stuck { why: why.clone() }))
         .collect();
     Ok((
-        apply_changes(deps, snapshot, changes).await?,
+        apply_changes(deps, snapshot, changes, None).await?,
         Recorded::default(),
     ))
 }

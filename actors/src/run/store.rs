@@ -185,6 +185,34 @@ pub async fn payouts_by_id<C: ConnectionTrait>(
     Ok(payouts)
 }
 
+/// Payouts by id, locked for the rest of the transaction on PostgreSQL (SQLite's write
+/// transactions hold the database): a send stamped meanwhile by the exchange actor either
+/// commits first, and is read here, or waits for this transaction and sees what it wrote.
+pub async fn payouts_by_id_locked<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[String],
+) -> Result<HashMap<String, payout::Model>, RunError> {
+    if conn.get_database_backend() != DatabaseBackend::Postgres {
+        return payouts_by_id(conn, ids).await;
+    }
+    let mut sorted = ids.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    let mut payouts = HashMap::with_capacity(sorted.len());
+    for chunk in sorted.chunks(IDS_PER_STATEMENT) {
+        for p in payout::Entity::find()
+            .filter(payout::Column::Id.is_in(chunk.iter().cloned()))
+            .order_by_asc(payout::Column::Id)
+            .lock_exclusive()
+            .all(conn)
+            .await?
+        {
+            payouts.insert(p.id.clone(), p);
+        }
+    }
+    Ok(payouts)
+}
+
 /// The payout, locked for the rest of the transaction on PostgreSQL (SQLite's write
 /// transactions hold the database): a claim by the run's lease holder on another instance
 /// waits for this transaction, or this one reads what the claim committed.
@@ -515,13 +543,20 @@ pub async fn unsent_of_job<C: ConnectionTrait>(
     run_id: &str,
     job_id: &str,
 ) -> Result<Vec<payout::Model>, RunError> {
-    Ok(payout::Entity::find()
+    // Locked on PostgreSQL, and the condition read again after any wait: a send the exchange
+    // actor stamps meanwhile keeps its payout out of this list.
+    let query = payout::Entity::find()
         .filter(payout::Column::PayrollRunId.eq(run_id))
         .filter(payout::Column::JobId.eq(job_id))
         .filter(payout::Column::Status.eq(PayoutStatus::Pending))
         .filter(payout::Column::SendCount.eq(0))
-        .all(conn)
-        .await?)
+        .order_by_asc(payout::Column::Id);
+    let query = if conn.get_database_backend() == DatabaseBackend::Postgres {
+        query.lock_exclusive()
+    } else {
+        query
+    };
+    Ok(query.all(conn).await?)
 }
 
 /// The run's stuck payouts, oldest first.
