@@ -321,3 +321,114 @@ fn no_sql_is_built_by_string_formatting() {
         "SQL built by formatting: {offenders:#?}"
     );
 }
+
+/// An `Idempotency-Key` belongs to the key lineage that used it: another client sending the
+/// same one gets its own operation, never the first client's stored answer.
+#[actix_web::test]
+async fn idempotency_keys_are_scoped_to_their_key_lineage() {
+    let app = spawn_app().await;
+    let (a, _) = app.key_with(&["employees:write", "employees:read"]).await;
+    let (b, _) = app.key_with(&["employees:write", "employees:read"]).await;
+    let shared = crate::helpers::new_key();
+    let body = |email: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "name": "Idem", "email": email, "salary_usd_cents": 1_000, "network": "BASE",
+            "wallet_address": crate::helpers::evm_address(email),
+        }))
+        .expect("json")
+    };
+    let first = app
+        .send(
+            "POST",
+            "/api/v1/employees",
+            Some(&a),
+            Some(&shared),
+            Some(body("a@example.com")),
+            &[],
+        )
+        .await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    // B, same key and same body: its own operation runs (the email is taken now), no replay.
+    let same = app
+        .send(
+            "POST",
+            "/api/v1/employees",
+            Some(&b),
+            Some(&shared),
+            Some(body("a@example.com")),
+            &[],
+        )
+        .await;
+    assert_eq!(same.status, 409, "{}", same.text);
+    assert_eq!(same.code(), "EMPLOYEE_EMAIL_TAKEN");
+    assert_eq!(same.header("idempotent-replayed"), None);
+    // B, same key, another body: a new employee, not A's answer and not a 422.
+    let other = app
+        .send(
+            "POST",
+            "/api/v1/employees",
+            Some(&b),
+            Some(&shared),
+            Some(body("b@example.com")),
+            &[],
+        )
+        .await;
+    assert_eq!(other.status, 201, "{}", other.text);
+    assert_ne!(other.data()["id"], first.data()["id"]);
+    // A replays its own.
+    let replay = app
+        .send(
+            "POST",
+            "/api/v1/employees",
+            Some(&a),
+            Some(&shared),
+            Some(body("a@example.com")),
+            &[],
+        )
+        .await;
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert_eq!(replay.data()["id"], first.data()["id"]);
+}
+
+/// A payee's name goes into an email header: a line break in it is refused at every input.
+#[actix_web::test]
+async fn names_cannot_carry_mail_headers() {
+    let app = spawn_app().await;
+    let evil = "Eve\r\nBcc: everyone@example.com";
+    let row = |email: &str| {
+        serde_json::json!({"name": evil, "email": email, "salary_usd_cents": 1_000,
+            "network": "BASE", "wallet_address": crate::helpers::evm_address(email)})
+    };
+    let res = app.post("/api/v1/employees", row("eve@example.com")).await;
+    assert_eq!(res.status, 400, "{}", res.text);
+    assert_eq!(res.invalid_fields(), vec!["name"]);
+    let res = app
+        .post(
+            "/api/v1/employees/import",
+            serde_json::json!([row("eve@example.com")]),
+        )
+        .await;
+    assert_eq!(res.status, 400, "{}", res.text);
+    assert_eq!(res.invalid_fields(), vec!["rows[0].name"]);
+    let ok = app.create_employee("Eve", "eve@example.com", 1_000).await;
+    let res = app
+        .write_as(
+            &app.key,
+            "PATCH",
+            &format!("/api/v1/employees/{}", ok["id"].as_str().expect("id")),
+            serde_json::json!({"name": evil}),
+        )
+        .await;
+    assert_eq!(res.status, 400, "{}", res.text);
+    assert_eq!(res.invalid_fields(), vec!["name"]);
+    // An email address with a line break is no address at all.
+    let res = app
+        .post(
+            "/api/v1/employees",
+            serde_json::json!({"name": "Mallory",
+            "email": "m@example.com\r\nBcc: x@example.com", "salary_usd_cents": 1,
+            "network": "BASE", "wallet_address": crate::helpers::evm_address("m")}),
+        )
+        .await;
+    assert_eq!(res.invalid_fields(), vec!["email"]);
+}

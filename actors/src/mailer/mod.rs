@@ -314,19 +314,17 @@ async fn build_message(
         .one(&db.conn)
         .await?;
     let (subject, body) = render_payout_email(&payout, run.as_ref());
-    let to: Mailbox = match format!(
-        "{} <{}>",
-        payout.employee_name.replace(['<', '>', '"'], ""),
-        payout.employee_email
-    )
-    .parse()
-    {
-        Ok(to) => to,
-        Err(_) => match payout.employee_email.parse() {
-            Ok(to) => to,
-            Err(_) => return Ok(None),
-        },
+    // Built by lettre, never parsed from text: the name is encoded as a display name, and
+    // control characters (refused at input anyway) are dropped.
+    let Ok(address) = payout.employee_email.parse::<lettre::Address>() else {
+        return Ok(None);
     };
+    let name: String = payout
+        .employee_name
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
+    let to = Mailbox::new(Some(name), address);
     Ok(Message::builder()
         .from(from.clone())
         .to(to)

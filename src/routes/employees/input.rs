@@ -170,6 +170,12 @@ pub fn validate(
         ));
     } else if name.len() > 200 {
         errors.push(FieldError::new(field("name"), "at most 200 characters"));
+    } else if name.contains(char::is_control) {
+        // A name goes into the payee's email headers: no line break may smuggle one in.
+        errors.push(FieldError::new(
+            field("name"),
+            "must not contain control characters (line breaks, tabs)",
+        ));
     }
     let email = input.email.as_deref().map(str::trim).unwrap_or_default();
     if email.is_empty() {
