@@ -258,6 +258,10 @@ impl Application {
                 .default_service(web::to(routes::not_found))
         })
         .listen(listener)?
+        // A client gets 5 s to send a request's head and an idle keep-alive connection is
+        // closed after 5 s: a slow or silent client holds a connection, never the server.
+        .client_request_timeout(Duration::from_secs(5))
+        .keep_alive(Duration::from_secs(5))
         .shutdown_timeout(30)
         .run();
         tracing::info!(port, "listening");

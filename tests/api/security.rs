@@ -432,3 +432,87 @@ async fn names_cannot_carry_mail_headers() {
         .await;
     assert_eq!(res.invalid_fields(), vec!["email"]);
 }
+
+/// Slow and oversized clients cost the server a connection each, never its service: a
+/// slowloris client trickling a request head is cut off, and an import ten times over the
+/// limit is refused with 413, while everybody else is answered as usual.
+#[actix_web::test]
+async fn slow_and_oversized_clients_do_not_stop_the_others() {
+    use std::io::{Read, Write};
+    let app = crate::helpers::spawn_app_with(|s| {
+        s.api.max_body_bytes = 64 * 1024;
+        s.api.max_import_bytes = 1024 * 1024;
+    })
+    .await;
+    let port: u16 = app
+        .address
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    // Slowloris: a few connections that send their head one byte every half second.
+    let mut slow = Vec::new();
+    for _ in 0..8 {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        slow.push(stream);
+    }
+    let started = std::time::Instant::now();
+    let head = b"GET /api/v1/payroll-runs HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    let mut cut_off = vec![false; slow.len()];
+    let mut sent = 0;
+    // The 10 MB import, meanwhile.
+    let big = vec![b'x'; 10 * 1024 * 1024];
+    let idem = crate::helpers::new_key();
+    let import = app.send(
+        "POST",
+        "/api/v1/employees/import",
+        Some(&app.key),
+        Some(&idem),
+        Some(big),
+        &[("Content-Type", "text/csv")],
+    );
+    let others = async {
+        for _ in 0..20 {
+            let res = app.get("/api/v1/payroll-runs").await;
+            assert_eq!(res.status, 200);
+            actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let (imported, ()) = futures_util::join!(import, others);
+    assert_eq!(imported.status, 413, "{}", imported.text);
+    assert_eq!(imported.code(), "PAYLOAD_TOO_LARGE");
+    while started.elapsed() < Duration::from_secs(12) && cut_off.iter().any(|c| !c) {
+        for (i, stream) in slow.iter_mut().enumerate() {
+            if cut_off[i] {
+                continue;
+            }
+            let byte = head.get(sent % head.len()).copied().unwrap_or(b'a');
+            if stream.write_all(&[byte]).is_err() {
+                cut_off[i] = true;
+                continue;
+            }
+            let mut buf = [0u8; 512];
+            match stream.read(&mut buf) {
+                // Closed, or answered with the timeout's error: either way, cut off.
+                Ok(_) => cut_off[i] = true,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut => {}
+                Err(_) => cut_off[i] = true,
+            }
+        }
+        sent += 1;
+        // Everybody else is still served while the slow ones hang on.
+        let res = app.get("/api/v1/payroll-runs").await;
+        assert_eq!(res.status, 200);
+        actix_web::rt::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(
+        cut_off.iter().all(|c| *c),
+        "slow clients still connected after {:?}",
+        started.elapsed()
+    );
+}
