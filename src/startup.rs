@@ -236,6 +236,13 @@ impl Application {
             actors,
             crate::openapi::document_json(),
         ));
+        if state.db.backend() == sea_orm::DatabaseBackend::Postgres {
+            // Keys revoked or rotated on any instance are forgotten here as the change commits.
+            actix_web::rt::spawn(crate::http::key_cache::listen_for_key_changes(
+                state.db.conn.get_postgres_connection_pool().clone(),
+                state.verified_keys.clone(),
+            ));
+        }
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
             .with_context(|| {
                 format!(

@@ -32,7 +32,7 @@ pub struct AppState {
     /// Per-API-key token buckets.
     pub limiter: DefaultKeyedRateLimiter<String>,
     /// API keys read recently, by keyed hash.
-    pub verified_keys: VerifiedKeys,
+    pub verified_keys: Arc<VerifiedKeys>,
     pub webhooks: Addr<WebhookSupervisor>,
     /// Seals webhook secrets at rest.
     pub secrets: Arc<SecretBox>,
@@ -83,7 +83,7 @@ impl AppState {
             exchange_provider: actors.exchange_provider,
             funds: actors.funds,
             limiter,
-            verified_keys: VerifiedKeys::new(KEY_CACHE_TTL),
+            verified_keys: Arc::new(VerifiedKeys::new(KEY_CACHE_TTL)),
             webhooks: actors.webhooks,
             secrets: actors.secrets,
             instance_id: actors.instance_id,

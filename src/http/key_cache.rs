@@ -3,8 +3,11 @@
 //! (revocation, expiry and rotation grace are checked against its row as held).
 //!
 //! Revoking or rotating a key through this process forgets it at once, and a lookup that was
-//! already under way when that happened is not stored; a key revoked by another instance on
-//! the same database stops working here within [`KEY_CACHE_TTL`].
+//! already under way when that happened is not stored. On PostgreSQL the change is also
+//! announced (`NOTIFY payroll_api_keys` in the transaction that makes it), and every instance
+//! listening forgets the key as the change commits ([`listen_for_key_changes`]); were that
+//! channel down, a key changed elsewhere would stop working here within [`KEY_CACHE_TTL`],
+//! and the cache is emptied whenever the channel comes back.
 
 use std::{
     collections::HashMap,
@@ -86,6 +89,60 @@ impl VerifiedKeys {
         let mut entries = self.lock();
         entries.generation += 1;
         entries.by_hash.remove(hash);
+    }
+
+    /// Forgets every key (a change may have been missed).
+    pub fn forget_all(&self) {
+        let mut entries = self.lock();
+        entries.generation += 1;
+        entries.by_hash.clear();
+    }
+}
+
+/// The channel key changes are announced on (PostgreSQL).
+pub const KEY_CHANNEL: &str = "payroll_api_keys";
+
+/// Announces, in `conn`'s transaction, that the key with this hash changed: every instance
+/// forgets it when the transaction commits. Nothing to do on SQLite (one process).
+pub async fn announce_key_change<C: sea_orm::ConnectionTrait>(
+    conn: &C,
+    hash: &str,
+) -> Result<(), sea_orm::DbErr> {
+    if conn.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        conn.execute_raw(sea_orm::Statement::from_sql_and_values(
+            sea_orm::DatabaseBackend::Postgres,
+            "SELECT pg_notify($1, $2)",
+            [KEY_CHANNEL.into(), hash.into()],
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
+/// Listens for key changes made by any instance and forgets those keys here, for as long as
+/// the process runs; reconnects after a failure, emptying the cache since changes may have
+/// been missed meanwhile.
+pub async fn listen_for_key_changes(
+    pool: sea_orm::sqlx::PgPool,
+    keys: std::sync::Arc<VerifiedKeys>,
+) {
+    use sea_orm::sqlx::postgres::PgListener;
+    loop {
+        let listening: Result<std::convert::Infallible, sea_orm::sqlx::Error> = async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            listener.listen(KEY_CHANNEL).await?;
+            // Whatever changed before the channel was open is forgotten too.
+            keys.forget_all();
+            loop {
+                let note = listener.recv().await?;
+                keys.forget(note.payload());
+            }
+        }
+        .await;
+        let Err(err) = listening;
+        tracing::warn!(error = %err, "key changes are not heard now; listening again in a second");
+        keys.forget_all();
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

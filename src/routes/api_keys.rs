@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
 
+use crate::http::key_cache::announce_key_change;
 use crate::http::query::fetch_page;
 use crate::http::{
     audit::AuditRecord,
@@ -203,6 +204,7 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         old.grace_expires_at.map_or(grace_end, |g| g.min(grace_end)),
     ));
     retiring.update(&*tx).await?;
+    announce_key_change(&*tx, &old.key_hash).await?;
     let shown = ApiKeyResource::from_model(&model, now).with_plaintext(plaintext);
     let record = AuditRecord::new("API_KEY_ROTATED", "api_key", &model.id).details(json!({
         "rotated_from": old.id,
@@ -237,7 +239,9 @@ pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     } else {
         let mut active = key.into_active_model();
         active.revoked_at = Set(Some(now));
-        active.update(&*tx).await?
+        let revoked = active.update(&*tx).await?;
+        announce_key_change(&*tx, &hash).await?;
+        revoked
     };
     let shown = ApiKeyResource::from_model(&revoked, now);
     let record = AuditRecord::new("API_KEY_REVOKED", "api_key", &revoked.id);

@@ -516,3 +516,50 @@ async fn slow_and_oversized_clients_do_not_stop_the_others() {
         started.elapsed()
     );
 }
+
+/// A key revoked on one instance is refused at once on another sharing the database, though
+/// that one had just verified (and held) it.
+#[actix_web::test]
+async fn a_revoked_key_is_refused_at_once_on_every_instance() {
+    if std::env::var("PAYROLL_TEST_DATABASE_URL").is_err() {
+        eprintln!(
+            "two instances share one PostgreSQL database: \
+             set PAYROLL_TEST_DATABASE_URL (the CI's PostgreSQL suite runs it)"
+        );
+        return;
+    }
+    let setup = Setup::new().await;
+    let first = setup.start(1).await;
+    let second = setup.start(2).await;
+    let created = setup
+        .call(
+            &first,
+            "POST",
+            "/api-keys",
+            Some(serde_json::json!({"name": "agent", "scopes": ["payroll:read"]})),
+        )
+        .await;
+    let key = created["data"]["key"].as_str().expect("key").to_owned();
+    let key_id = created["data"]["id"].as_str().expect("id").to_owned();
+    let client = awc::Client::default();
+    let read = |server: &crate::process::Server| {
+        client
+            .get(format!("{}/api/v1/payroll-runs", server.base))
+            .insert_header(("Authorization", format!("Bearer {key}")))
+            .send()
+    };
+    // Give the second instance's listener a moment to be up, then have it verify the key.
+    actix_web::rt::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(read(&second).await.expect("request").status().as_u16(), 200);
+    setup
+        .call(&first, "DELETE", &format!("/api-keys/{key_id}"), None)
+        .await;
+    // Well inside the one second the second instance would otherwise hold the key.
+    actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    let res = read(&second).await.expect("request");
+    assert_eq!(
+        res.status().as_u16(),
+        401,
+        "the revoked key still works elsewhere"
+    );
+}
