@@ -29,6 +29,7 @@ use payroll_actors::views::API_VERSION;
         api_keys::list,
         api_keys::create,
         api_keys::get,
+        api_keys::current,
         api_keys::rotate,
         api_keys::revoke,
         employees::list,
@@ -165,7 +166,14 @@ fn error_schema() -> Value {
 /// Adds what the route table knows to one operation.
 fn decorate(op: &mut Value, spec: &RouteSpec) {
     let scopes = spec.scope_names();
-    if scopes.is_empty() {
+    if matches!(spec.access, crate::http::route::Access::AnyKey) {
+        op["security"] = json!([{"bearer": []}]);
+        let text = "Any valid key, whatever its scopes.";
+        op["description"] = json!(match op.get("description").and_then(Value::as_str) {
+            Some(d) if !d.is_empty() => format!("{d}\n\n{text}"),
+            _ => text.to_owned(),
+        });
+    } else if scopes.is_empty() {
         op["security"] = json!([]);
     } else {
         op["security"] = json!([{"bearer": []}]);

@@ -208,6 +208,12 @@ async fn admit(
             rate_limit(state, &caller.key_id)?;
             Some(caller)
         }
+        Access::AnyKey => {
+            let caller = authenticate(state, req.headers()).await?;
+            facts.api_key_id = Some(caller.key_id.clone());
+            rate_limit(state, &caller.key_id)?;
+            Some(caller)
+        }
     };
 
     if let Some(version) = req.headers().get("api-version")

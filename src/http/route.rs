@@ -6,11 +6,13 @@ use actix_web::{Route, http::Method};
 use crate::http::auth::Scope;
 
 /// Who may call a route.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     Public,
     /// A key holding any one of these scopes.
     AnyOf(&'static [Scope]),
+    /// Any valid key, whatever its scopes.
+    AnyKey,
 }
 
 /// What body a route reads.
@@ -53,7 +55,7 @@ impl RouteSpec {
     /// The scope names this route requires (any one of them).
     pub fn scope_names(&self) -> Vec<&'static str> {
         match self.access {
-            Access::Public => Vec::new(),
+            Access::Public | Access::AnyKey => Vec::new(),
             Access::AnyOf(scopes) => scopes.iter().map(|s| s.as_str()).collect(),
         }
     }

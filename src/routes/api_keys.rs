@@ -155,6 +155,19 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.ok(&ApiKeyResource::from_model(&key, time::now()))
 }
 
+#[utoipa::path(get, path = "/api-keys/current", operation_id = "getCurrentApiKey", tag = "api-keys",
+    responses((status = 200, description = "The calling key (never its secret): its scopes tell a client what it may do", body = ApiKeyResource)))]
+#[tracing::instrument(skip_all)]
+pub async fn current(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    req.query()?.finish(&[])?;
+    let caller = req
+        .caller
+        .as_ref()
+        .ok_or_else(|| ApiError::internal("an authenticated route without a caller"))?;
+    let key = find_key(&req, &caller.key_id).await?;
+    req.ok(&ApiKeyResource::from_model(&key, time::now()))
+}
+
 #[utoipa::path(post, path = "/api-keys/{key_id}/rotate", operation_id = "rotateApiKey", tag = "api-keys",
     params(("key_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 201, description = "The new key with the same name and scopes; the old one works for `auth.rotation_grace_seconds` more", body = ApiKeyResource)))]

@@ -34,6 +34,7 @@ pub static ROUTES: &[RouteSpec] = &[
     RouteSpec { method: Method::GET, path: "/docs", operation: "getApiDocs", access: Access::Public, body: BodyKind::None, handler: |r| r.to(docs::docs_page) },
     RouteSpec { method: Method::GET, path: "/api-keys", operation: "listApiKeys", access: any(&[KeysManage]), body: BodyKind::None, handler: |r| r.to(api_keys::list) },
     RouteSpec { method: Method::POST, path: "/api-keys", operation: "createApiKey", access: any(&[KeysManage]), body: BodyKind::Json, handler: |r| r.to(api_keys::create) },
+    RouteSpec { method: Method::GET, path: "/api-keys/current", operation: "getCurrentApiKey", access: Access::AnyKey, body: BodyKind::None, handler: |r| r.to(api_keys::current) },
     RouteSpec { method: Method::GET, path: "/api-keys/{key_id}", operation: "getApiKey", access: any(&[KeysManage]), body: BodyKind::None, handler: |r| r.to(api_keys::get) },
     RouteSpec { method: Method::DELETE, path: "/api-keys/{key_id}", operation: "revokeApiKey", access: any(&[KeysManage]), body: BodyKind::Json, handler: |r| r.to(api_keys::revoke) },
     RouteSpec { method: Method::POST, path: "/api-keys/{key_id}/rotate", operation: "rotateApiKey", access: any(&[KeysManage]), body: BodyKind::Json, handler: |r| r.to(api_keys::rotate) },

@@ -277,3 +277,29 @@ async fn rotating_needs_every_scope_of_the_rotated_key() {
     // The admin key still works: nothing was rotated.
     assert_eq!(app.get("/api/v1/payroll-runs").await.status, 200);
 }
+
+#[actix_web::test]
+async fn any_key_reads_itself_without_its_secret() {
+    let app = spawn_app().await;
+    let (reader, reader_id) = app.key_with(&["payroll:read"]).await;
+    let res = app.get_as(&reader, "/api/v1/api-keys/current").await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["id"], reader_id.as_str());
+    assert_eq!(res.data()["scopes"], json!(["payroll:read"]));
+    assert_eq!(res.data()["status"], "ACTIVE");
+    assert!(
+        res.data().get("key").is_none_or(|k| k.is_null()),
+        "{}",
+        res.text
+    );
+    assert!(!res.text.contains(&reader));
+    // Another key's id is still keys:manage only.
+    let res = app
+        .get_as(&reader, &format!("/api/v1/api-keys/{reader_id}"))
+        .await;
+    assert_eq!(res.status, 403);
+    let res = app
+        .send("GET", "/api/v1/api-keys/current", None, None, None, &[])
+        .await;
+    assert_eq!(res.status, 401);
+}

@@ -34,6 +34,10 @@ async fn the_document_covers_every_served_route() {
                     "{spec:?}"
                 );
             }
+            Access::AnyKey => {
+                assert_eq!(op["security"], serde_json::json!([{"bearer": []}]));
+                assert_eq!(op["x-required-scopes"], serde_json::Value::Null);
+            }
         }
         let has_idempotency = op["parameters"].as_array().is_some_and(|p| {
             p.iter()

@@ -192,9 +192,9 @@ async fn every_route_refuses_every_unusable_key_and_changes_nothing() {
     let unknown = "mpk_live_0123456789abcdefghij0123456789abcdefgh".to_owned();
     let mut sent = 0;
     for spec in ROUTES {
-        let Access::AnyOf(_) = spec.access else {
+        if spec.access == Access::Public {
             continue;
-        };
+        }
         let path = format!(
             "/api/v1{}",
             spec.path
@@ -211,15 +211,17 @@ async fn every_route_refuses_every_unusable_key_and_changes_nothing() {
         } else {
             &webhooks_only
         };
-        let cases: [(Option<&str>, Option<&str>, u16, &str); 7] = [
+        let mut cases: Vec<(Option<&str>, Option<&str>, u16, &str)> = vec![
             (None, None, 401, "INVALID_API_KEY"),
             (None, Some("Bearer nope"), 401, "INVALID_API_KEY"),
             (Some(&unknown), None, 401, "INVALID_API_KEY"),
             (Some(&revoked), None, 401, "INVALID_API_KEY"),
             (Some(&expired), None, 401, "API_KEY_EXPIRED"),
             (Some(&rotated), None, 401, "API_KEY_EXPIRED"),
-            (Some(lacking), None, 403, "INSUFFICIENT_SCOPE"),
         ];
+        if spec.access != Access::AnyKey {
+            cases.push((Some(lacking), None, 403, "INSUFFICIENT_SCOPE"));
+        }
         for (key, header, status, code) in cases {
             let idem = crate::helpers::new_key();
             let headers: Vec<(&str, &str)> =
