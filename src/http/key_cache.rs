@@ -119,6 +119,21 @@ pub async fn announce_key_change<C: sea_orm::ConnectionTrait>(
     Ok(())
 }
 
+/// Holds the listener; when it is dropped with no runtime left (the process is ending, or a
+/// test's runtime is torn down), it is let go without the clean-up sqlx would spawn then,
+/// which would panic.
+struct Listening(Option<sea_orm::sqlx::postgres::PgListener>);
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if let Some(listener) = self.0.take()
+            && tokio::runtime::Handle::try_current().is_err()
+        {
+            std::mem::forget(listener);
+        }
+    }
+}
+
 /// Listens for key changes made by any instance and forgets those keys here, for as long as
 /// the process runs; reconnects after a failure, emptying the cache since changes may have
 /// been missed meanwhile.
@@ -129,7 +144,10 @@ pub async fn listen_for_key_changes(
     use sea_orm::sqlx::postgres::PgListener;
     loop {
         let listening: Result<std::convert::Infallible, sea_orm::sqlx::Error> = async {
-            let mut listener = PgListener::connect_with(&pool).await?;
+            let mut held = Listening(Some(PgListener::connect_with(&pool).await?));
+            let Some(listener) = held.0.as_mut() else {
+                return Err(sea_orm::sqlx::Error::PoolClosed);
+            };
             listener.listen(KEY_CHANNEL).await?;
             // Whatever changed before the channel was open is forgotten too.
             keys.forget_all();
