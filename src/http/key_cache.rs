@@ -119,18 +119,21 @@ pub async fn announce_key_change<C: sea_orm::ConnectionTrait>(
     Ok(())
 }
 
-/// Holds the listener; when it is dropped with no runtime left (the process is ending, or a
-/// test's runtime is torn down), it is let go without the clean-up sqlx would spawn then,
-/// which would panic.
-struct Listening(Option<sea_orm::sqlx::postgres::PgListener>);
+/// Holds the listener with the runtime it was made on. Dropped where no runtime is current
+/// (a runtime being torn down drops its tasks so), it enters that one first: sqlx's clean-up
+/// of a listener and of a pooled connection spawns a task and would panic without one; on a
+/// runtime that is shutting down the task is dropped at once, closing the connection.
+struct Listening {
+    listener: Option<sea_orm::sqlx::postgres::PgListener>,
+    runtime: tokio::runtime::Handle,
+}
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        if let Some(listener) = self.0.take()
-            && tokio::runtime::Handle::try_current().is_err()
-        {
-            std::mem::forget(listener);
-        }
+        let _entered = tokio::runtime::Handle::try_current()
+            .is_err()
+            .then(|| self.runtime.enter());
+        drop(self.listener.take());
     }
 }
 
@@ -144,8 +147,11 @@ pub async fn listen_for_key_changes(
     use sea_orm::sqlx::postgres::PgListener;
     loop {
         let listening: Result<std::convert::Infallible, sea_orm::sqlx::Error> = async {
-            let mut held = Listening(Some(PgListener::connect_with(&pool).await?));
-            let Some(listener) = held.0.as_mut() else {
+            let mut held = Listening {
+                listener: Some(PgListener::connect_with(&pool).await?),
+                runtime: tokio::runtime::Handle::current(),
+            };
+            let Some(listener) = held.listener.as_mut() else {
                 return Err(sea_orm::sqlx::Error::PoolClosed);
             };
             listener.listen(KEY_CHANNEL).await?;
