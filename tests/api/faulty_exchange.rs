@@ -46,6 +46,16 @@ struct Faults {
 }
 
 impl Faults {
+    /// The exchange behaves again (it still deduplicates nothing and lags as before).
+    fn cleared() -> Faults {
+        Faults {
+            hang: 0.0,
+            unavailable: 0.0,
+            rate_limited: 0.0,
+            ..Faults::all()
+        }
+    }
+
     fn all() -> Faults {
         Faults {
             hang: 0.15,
@@ -603,12 +613,7 @@ async fn a_send_the_exchange_never_learns_of_is_resent_then_stuck_then_resolved(
         assert!(Instant::now() < deadline, "run not failed: {run}");
         actix_web::rt::time::sleep(Duration::from_millis(100)).await;
     }
-    okx.set_faults(Faults {
-        hang: 0.0,
-        unavailable: 0.0,
-        rate_limited: 0.0,
-        ..Faults::all()
-    });
+    okx.set_faults(Faults::cleared());
     setup.run_step(&server, &run_id, "retry-failed").await;
     let paid_out = operate_to_completion(&setup, &server, &okx, &run_id, 60).await;
     assert!(paid_out.iter().all(|p| p["status"] == "COMPLETED"));
@@ -756,12 +761,7 @@ async fn a_job_whose_credentials_are_refused_fails_and_retry_resumes_it() {
     // Nothing was withdrawn.
     assert!(okx.made_per_payout().is_empty());
     // Credentials fixed: retry-failed pays every payout once.
-    okx.set_faults(Faults {
-        hang: 0.0,
-        unavailable: 0.0,
-        rate_limited: 0.0,
-        ..Faults::all()
-    });
+    okx.set_faults(Faults::cleared());
     setup.run_step(&server, &run_id, "retry-failed").await;
     let paid = operate_to_completion(&setup, &server, &okx, &run_id, 60).await;
     assert_each_paid_once(&okx, &paid);
@@ -817,12 +817,7 @@ async fn a_job_that_cannot_reach_the_exchange_fails_and_its_sent_payouts_are_fol
     assert_eq!(job_failed + sent, 20);
     // The exchange comes back: the sent ones are looked up and sent again, the run ends FAILED
     // for the others, and retry-failed pays them.
-    okx.set_faults(Faults {
-        hang: 0.0,
-        unavailable: 0.0,
-        rate_limited: 0.0,
-        ..Faults::all()
-    });
+    okx.set_faults(Faults::cleared());
     wait_for_status(&setup, &server, &run_id, "FAILED").await;
     let paid = operate_to_completion(&setup, &server, &okx, &run_id, 60).await;
     assert_each_paid_once(&okx, &paid);
