@@ -21,9 +21,11 @@ pub fn init(settings: &LogSettings) {
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
         .unwrap_or_else(|| EnvFilter::new(&settings.level));
+    // Colour only for a person at a terminal: a log written to a file or a pipe stays plain.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let result = match settings.format().unwrap_or(LogFormat::Pretty) {
         // Each line carries the fields of its spans (request id, run id, endpoint id).
         LogFormat::Json => builder

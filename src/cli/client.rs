@@ -488,6 +488,18 @@ fn encode(s: &str) -> String {
         .collect()
 }
 
+/// A column's heading: money fields, shown in dollars, are named so (`amount (USD)`), never
+/// cents under a dollars figure.
+fn heading(key: &str) -> String {
+    if let Some(name) = key.strip_suffix("_usd_cents") {
+        format!("{name} (USD)")
+    } else if let Some(name) = key.strip_suffix("_usdc_cents") {
+        format!("{name} (USDC)")
+    } else {
+        key.to_owned()
+    }
+}
+
 /// A cell: money as dollars with two decimals, nested values as compact JSON.
 fn cell(key: &str, value: &Value) -> String {
     match value {
@@ -609,16 +621,16 @@ fn render_table(data: &Value) -> String {
                     .to_owned()
                     + "\n"
             };
-            let mut out = line(cols.iter().map(|c| c.to_uppercase()).collect());
+            let mut out = line(cols.iter().map(|c| heading(c).to_uppercase()).collect());
             for row in rows {
                 out.push_str(&line(row));
             }
             out
         }
         Value::Object(map) => {
-            let width = map.keys().map(String::len).max().unwrap_or(0);
+            let width = map.keys().map(|k| heading(k).len()).max().unwrap_or(0);
             map.iter()
-                .map(|(k, v)| format!("{k:<width$}  {}\n", cell(k, v)))
+                .map(|(k, v)| format!("{:<width$}  {}\n", heading(k), cell(k, v)))
                 .collect()
         }
         other => format!("{other}\n"),
@@ -663,10 +675,12 @@ mod tests {
         let table = render_table(
             &json!([{"id": "run_1", "status": "DRAFT", "period_start": "x", "total_amount_usd_cents": 123456}]),
         );
-        assert!(table.contains("TOTAL_AMOUNT_USD_CENTS"));
+        assert!(table.contains("TOTAL_AMOUNT (USD)"), "{table}");
+        assert!(!table.contains("CENTS"), "{table}");
         assert!(table.contains("1234.56"), "{table}");
         let single = render_table(&json!({"sufficient": false, "deficit_usdc_cents": 5}));
-        assert!(single.contains("0.05"));
+        assert!(single.contains("deficit (USDC)  0.05"), "{single}");
+        assert!(!single.contains("cents"), "{single}");
     }
 
     #[test]

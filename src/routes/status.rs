@@ -374,11 +374,24 @@ async fn render_exchange(html: &mut String, state: &AppState) {
     html.push_str("</table>");
 }
 
+/// A figure for people: two decimals at most, none when it is whole (the limiter's rate is
+/// kept as an interval, so 6 a second reads back as 5.99999…).
+fn rounded(x: f64) -> String {
+    let r = (x * 100.0).round() / 100.0;
+    if r.fract() == 0.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r}")
+    }
+}
+
 fn render_rate_limit(html: &mut String, exchange: &ExchangeState) {
     let limit = if exchange.rate_per_second > 0.0 {
         format!(
             "{} of {} tokens available · {} withdrawals per second",
-            exchange.tokens, exchange.burst, exchange.rate_per_second
+            rounded(exchange.tokens),
+            rounded(exchange.burst),
+            rounded(exchange.rate_per_second)
         )
     } else {
         "no limit".to_owned()
@@ -538,6 +551,13 @@ fn display_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn figures_are_rounded_for_people() {
+        assert_eq!(rounded(5.999988000024), "6");
+        assert_eq!(rounded(2.5), "2.5");
+        assert_eq!(rounded(0.333333), "0.33");
+    }
 
     #[test]
     fn urls_lose_credentials_and_queries() {

@@ -962,3 +962,35 @@ async fn payouts_resolve_sends_the_outcome_and_shows_the_refusal() {
     .await;
     assert_eq!(code(&out), 2, "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[actix_web::test]
+async fn tables_name_money_in_dollars() {
+    let app = spawn_app().await;
+    app.create_employee("Dollar", "dollar@example.com", 500_000)
+        .await;
+    let run_id = app
+        .create_run(serde_json::json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["runs", "get", &run_id, "-f", "table"],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("total_amount (USD)  5000.00"), "{table}");
+    assert!(
+        !table.contains("usd_cents"),
+        "cents named over a dollars figure: {table}"
+    );
+    let out = payroll(
+        &app,
+        Some(&app.key),
+        &["runs", "payouts", &run_id, "-f", "table"],
+    )
+    .await;
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("AMOUNT (USD)"), "{table}");
+    assert!(!table.contains("USD_CENTS"), "{table}");
+}

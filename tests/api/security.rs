@@ -565,3 +565,34 @@ async fn a_revoked_key_is_refused_at_once_on_every_instance() {
         "the revoked key still works elsewhere"
     );
 }
+
+/// A log written to a file is plain text: colour codes are for a terminal only.
+#[actix_web::test]
+async fn a_log_written_to_a_file_has_no_colour_codes() {
+    let setup = Setup::new()
+        .await
+        .with_env("PAYROLL__LOG__LEVEL", "info")
+        .with_env("PAYROLL__LOG__FORMAT", "pretty");
+    let server = setup.start(1).await;
+    setup.call(&server, "GET", "/payroll-runs", None).await;
+    drop(server);
+    let log = setup.log(1);
+    assert!(log.contains("listening"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "colour codes in a log file: {log:?}"
+    );
+}
+
+/// Figures on the status page read as people write them.
+#[actix_web::test]
+async fn the_status_page_rounds_the_rate() {
+    let app = crate::helpers::spawn_app_with(|s| s.exchange.withdrawals_per_second = 6).await;
+    let page = app.get("/status").await;
+    assert_eq!(page.status, 200);
+    assert!(
+        page.text.contains("· 6 withdrawals per second"),
+        "{}",
+        page.text
+    );
+}
