@@ -104,7 +104,7 @@ pub async fn http_metrics<B: MessageBody + 'static>(
     result
 }
 
-/// The `# HELP` lines; the README lists the same names with their labels.
+/// The `# HELP` lines; docs/operations.md lists the same names with their labels.
 fn describe_metrics() {
     use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
     describe_counter!(

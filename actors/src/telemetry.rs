@@ -1,6 +1,6 @@
 //! The metrics the actors report, through the `metrics` facade: the service installs a
 //! Prometheus recorder at start; without one (unit tests, the CLI) every call is a no-op.
-//! The names and labels are listed in the README (Operations → Metrics).
+//! The names and labels are listed in docs/operations.md (Metrics).
 //!
 //! actix does not expose the length of a mailbox, so `payroll_actor_mailbox_depth` is kept
 //! here: messages sent through [`CountedSend`] add one, the handler's [`Handling`] takes one
