@@ -18,9 +18,12 @@ use std::{
 use payroll_actors::exchange::okx::protocol::to_okx_client_id;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use serde_json::{Value, json};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate, matchers};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
-use crate::process::{Server, Setup};
+use crate::{
+    okx_standin::{Endpoint, envelope, mount, okx_error},
+    process::{Server, Setup},
+};
 
 /// What the stand-in does wrong, and how often.
 #[derive(Debug, Clone, Copy)]
@@ -96,30 +99,9 @@ struct State {
     posts: HashMap<String, u32>,
 }
 
-#[derive(Clone, Copy)]
-enum Endpoint {
-    Balances,
-    DepositAddress,
-    Currencies,
-    Withdrawal,
-    WithdrawalHistory,
-}
-
 struct Responder {
     endpoint: Endpoint,
     state: Arc<Mutex<State>>,
-}
-
-fn envelope(data: Value) -> ResponseTemplate {
-    ResponseTemplate::new(200)
-        .insert_header("content-type", "application/json")
-        .set_body_string(json!({"code": "0", "msg": "", "data": data}).to_string())
-}
-
-fn okx_error(status: u16, code: &str, msg: &str) -> ResponseTemplate {
-    ResponseTemplate::new(status)
-        .insert_header("content-type", "application/json")
-        .set_body_string(json!({"code": code, "msg": msg, "data": []}).to_string())
 }
 
 fn now_ms() -> i64 {
@@ -240,30 +222,11 @@ impl FaultyOkx {
             made: Vec::new(),
             posts: HashMap::new(),
         }));
-        for (method, path, endpoint) in [
-            ("GET", "/api/v5/asset/balances", Endpoint::Balances),
-            (
-                "GET",
-                "/api/v5/asset/deposit-address",
-                Endpoint::DepositAddress,
-            ),
-            ("GET", "/api/v5/asset/currencies", Endpoint::Currencies),
-            ("POST", "/api/v5/asset/withdrawal", Endpoint::Withdrawal),
-            (
-                "GET",
-                "/api/v5/asset/withdrawal-history",
-                Endpoint::WithdrawalHistory,
-            ),
-        ] {
-            Mock::given(matchers::method(method))
-                .and(matchers::path(path))
-                .respond_with(Responder {
-                    endpoint,
-                    state: state.clone(),
-                })
-                .mount(&server)
-                .await;
-        }
+        mount(&server, |endpoint| Responder {
+            endpoint,
+            state: state.clone(),
+        })
+        .await;
         FaultyOkx { server, state }
     }
 

@@ -16,6 +16,7 @@ mod instances;
 mod layout;
 mod metrics;
 mod okx;
+mod okx_standin;
 mod openapi;
 mod pipeline;
 mod process;

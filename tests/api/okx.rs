@@ -13,10 +13,11 @@ use hmac::{Hmac, Mac};
 use payroll::config::Settings;
 use serde_json::{Value, json};
 use sha2::Sha256;
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate, matchers};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
 use crate::{
     helpers::{TestApp, spawn_app_with},
+    okx_standin::{Endpoint, envelope, mount, okx_error},
     process::Setup,
 };
 
@@ -97,30 +98,9 @@ struct FakeOkx {
     state: Arc<Mutex<State>>,
 }
 
-#[derive(Clone, Copy)]
-enum Endpoint {
-    Balances,
-    DepositAddress,
-    Currencies,
-    Withdrawal,
-    WithdrawalHistory,
-}
-
 struct Responder {
     endpoint: Endpoint,
     state: Arc<Mutex<State>>,
-}
-
-fn envelope(data: Value) -> ResponseTemplate {
-    ResponseTemplate::new(200)
-        .insert_header("content-type", "application/json")
-        .set_body_string(json!({"code": "0", "msg": "", "data": data}).to_string())
-}
-
-fn okx_error(status: u16, code: &str, msg: &str) -> ResponseTemplate {
-    ResponseTemplate::new(status)
-        .insert_header("content-type", "application/json")
-        .set_body_string(json!({"code": code, "msg": msg, "data": []}).to_string())
 }
 
 /// Checks a request's headers as OKX would: key, passphrase, timestamp form, and the signature
@@ -330,30 +310,11 @@ impl FakeOkx {
             available: available_cents,
             ..State::default()
         }));
-        for (method, path, endpoint) in [
-            ("GET", "/api/v5/asset/balances", Endpoint::Balances),
-            (
-                "GET",
-                "/api/v5/asset/deposit-address",
-                Endpoint::DepositAddress,
-            ),
-            ("GET", "/api/v5/asset/currencies", Endpoint::Currencies),
-            ("POST", "/api/v5/asset/withdrawal", Endpoint::Withdrawal),
-            (
-                "GET",
-                "/api/v5/asset/withdrawal-history",
-                Endpoint::WithdrawalHistory,
-            ),
-        ] {
-            Mock::given(matchers::method(method))
-                .and(matchers::path(path))
-                .respond_with(Responder {
-                    endpoint,
-                    state: state.clone(),
-                })
-                .mount(&server)
-                .await;
-        }
+        mount(&server, |endpoint| Responder {
+            endpoint,
+            state: state.clone(),
+        })
+        .await;
         FakeOkx { server, state }
     }
 
