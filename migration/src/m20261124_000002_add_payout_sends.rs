@@ -8,30 +8,21 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(Payouts::Table)
-                    .add_column(integer(Payouts::SendCount).default(0))
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(Payouts::Table)
-                    .add_column(timestamp_with_time_zone_null(Payouts::LastSentAt))
-                    .to_owned(),
-            )
-            .await?;
-        manager
-            .alter_table(
-                Table::alter()
-                    .table(Payouts::Table)
-                    .add_column(timestamp_with_time_zone_null(Payouts::StuckSince))
-                    .to_owned(),
-            )
-            .await?;
+        // One column per statement: SQLite alters one at a time.
+        for column in [
+            integer(Payouts::SendCount).default(0).to_owned(),
+            timestamp_with_time_zone_null(Payouts::LastSentAt),
+            timestamp_with_time_zone_null(Payouts::StuckSince),
+        ] {
+            manager
+                .alter_table(
+                    Table::alter()
+                        .table(Payouts::Table)
+                        .add_column(column)
+                        .to_owned(),
+                )
+                .await?;
+        }
         // An attempt handed to the exchange before sends were counted was sent once, when it
         // was initiated.
         manager

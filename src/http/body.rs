@@ -3,6 +3,8 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use payroll_entities::MAX_MONEY_CENTS;
+
 use crate::http::error::FieldError;
 
 /// Deserializes `value` into `T`, failing with every invalid field.
@@ -72,6 +74,14 @@ fn describe_serde_error(message: &str) -> String {
 }
 
 /// Query parameters, taken one by one so that unknown ones can be reported.
+/// The error of a money input above the limit every one of them has (CONTRACT §1).
+pub fn money_over_limit(field: impl Into<String>) -> FieldError {
+    FieldError::new(
+        field,
+        format!("must be at most {MAX_MONEY_CENTS} cents ($1,000,000,000)"),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

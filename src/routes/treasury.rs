@@ -20,7 +20,7 @@ use utoipa::ToSchema;
 use crate::{
     http::{
         audit::AuditRecord,
-        body::merge_errors,
+        body::{merge_errors, money_over_limit},
         error::{ApiError, ErrorCode, FieldError},
         request::ApiRequest,
     },
@@ -161,10 +161,7 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
             "amount_usd_cents",
             "must be at least 1 cent",
         )),
-        Some(a) if a > MAX_MONEY_CENTS => checks.push(FieldError::new(
-            "amount_usd_cents",
-            format!("must be at most {MAX_MONEY_CENTS} cents ($1,000,000,000)"),
-        )),
+        Some(a) if a > MAX_MONEY_CENTS => checks.push(money_over_limit("amount_usd_cents")),
         Some(_) => {}
     }
     if body.note.as_ref().is_some_and(|n| n.chars().count() > 1000) {

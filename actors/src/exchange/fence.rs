@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use payroll_entities::{PayoutStatus, db::Db, payout, run_lease};
 use sea_orm::{
-    ColumnTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    ColumnTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
     sea_query::{Expr, ExprTrait as _},
 };
 
@@ -30,12 +30,11 @@ pub async fn stamp_sends(
         return Ok(stamped);
     }
     let tx = db.begin_write().await?;
-    let postgres = db.backend() == DatabaseBackend::Postgres;
     for chunk in client_ids.chunks(CHUNK) {
-        // Locked on PostgreSQL: a transaction that ends the payout meanwhile (a job failing,
+        // Locked (PostgreSQL; SQLite holds the database): a transaction that ends the payout meanwhile (a job failing,
         // a look-up settling it) either commits first, and the row no longer qualifies, or
         // waits for this stamp and sees it.
-        let select = payout::Entity::find()
+        let rows: Vec<(String, String, String, i32)> = payout::Entity::find()
             .select_only()
             .column(payout::Column::Id)
             .column(payout::Column::PayrollRunId)
@@ -43,13 +42,11 @@ pub async fn stamp_sends(
             .column(payout::Column::SendCount)
             .filter(payout::Column::ClientWithdrawalId.is_in(chunk.iter().cloned()))
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-            .filter(payout::Column::StuckSince.is_null());
-        let select = if postgres {
-            select.lock_exclusive()
-        } else {
-            select
-        };
-        let rows: Vec<(String, String, String, i32)> = select.into_tuple().all(&*tx).await?;
+            .filter(payout::Column::StuckSince.is_null())
+            .lock_exclusive()
+            .into_tuple()
+            .all(&*tx)
+            .await?;
         let mut runs: Vec<String> = rows.iter().map(|r| r.1.clone()).collect();
         runs.sort();
         runs.dedup();

@@ -62,18 +62,6 @@ pub async fn reserved<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
         .map_or(0, |r| r.reserved_usd_cents))
 }
 
-/// Σ active holds, summed from the ledger itself (the counter must always equal it).
-pub async fn reserved_by_ledger<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
-    Ok(exchange_hold::Entity::find()
-        .select_only()
-        .column_as(Expr::cust(SUM), "total")
-        .filter(exchange_hold::Column::ReleasedAt.is_null())
-        .into_tuple::<i64>()
-        .one(conn)
-        .await?
-        .unwrap_or(0))
-}
-
 /// Σ active holds of one run.
 pub async fn held_by_run<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i64, DbErr> {
     Ok(exchange_hold::Entity::find()
@@ -177,19 +165,6 @@ pub async fn hold<C: ConnectionTrait>(conn: &C, holds: Vec<NewHold>) -> Result<i
     Ok(total)
 }
 
-/// Locks the active holds it reads on PostgreSQL, so that two transactions never release the
-/// same hold twice; SQLite's write transactions are serialised already.
-fn for_update<C: ConnectionTrait>(
-    conn: &C,
-    select: sea_orm::Select<exchange_hold::Entity>,
-) -> sea_orm::Select<exchange_hold::Entity> {
-    if conn.get_database_backend() == DatabaseBackend::Postgres {
-        select.lock_exclusive()
-    } else {
-        select
-    }
-}
-
 /// Releases the active holds of these attempts (payout id, attempt); answers the sum released.
 /// Releasing a hold that is no longer active changes nothing, so every path that learns of an
 /// attempt's end may call it.
@@ -201,14 +176,14 @@ pub async fn release<C: ConnectionTrait>(
     let mut total = 0i64;
     for chunk in attempts.chunks(CHUNK) {
         let ids: Vec<String> = chunk.iter().map(|(id, _)| id.clone()).collect();
-        let active = for_update(
-            conn,
-            exchange_hold::Entity::find()
-                .filter(exchange_hold::Column::PayoutId.is_in(ids))
-                .filter(exchange_hold::Column::ReleasedAt.is_null()),
-        )
-        .all(conn)
-        .await?;
+        // Locked (PostgreSQL; SQLite's write transactions are serialised already): two
+        // transactions never release the same hold twice.
+        let active = exchange_hold::Entity::find()
+            .filter(exchange_hold::Column::PayoutId.is_in(ids))
+            .filter(exchange_hold::Column::ReleasedAt.is_null())
+            .lock_exclusive()
+            .all(conn)
+            .await?;
         let matched: Vec<&exchange_hold::Model> = active
             .iter()
             .filter(|h| {
@@ -229,14 +204,12 @@ pub async fn release_run<C: ConnectionTrait>(
     run_id: &str,
     why: Release,
 ) -> Result<i64, DbErr> {
-    let active = for_update(
-        conn,
-        exchange_hold::Entity::find()
-            .filter(exchange_hold::Column::PayrollRunId.eq(run_id))
-            .filter(exchange_hold::Column::ReleasedAt.is_null()),
-    )
-    .all(conn)
-    .await?;
+    let active = exchange_hold::Entity::find()
+        .filter(exchange_hold::Column::PayrollRunId.eq(run_id))
+        .filter(exchange_hold::Column::ReleasedAt.is_null())
+        .lock_exclusive()
+        .all(conn)
+        .await?;
     let rows: Vec<&exchange_hold::Model> = active.iter().collect();
     let mut total = 0;
     for chunk in rows.chunks(CHUNK) {

@@ -172,17 +172,7 @@ pub async fn payouts_by_id<C: ConnectionTrait>(
     conn: &C,
     ids: &[String],
 ) -> Result<HashMap<String, payout::Model>, RunError> {
-    let mut payouts = HashMap::with_capacity(ids.len());
-    for chunk in ids.chunks(IDS_PER_STATEMENT) {
-        for p in payout::Entity::find()
-            .filter(payout::Column::Id.is_in(chunk.iter().cloned()))
-            .all(conn)
-            .await?
-        {
-            payouts.insert(p.id.clone(), p);
-        }
-    }
-    Ok(payouts)
+    load_payouts(conn, ids, false).await
 }
 
 /// Payouts by id, locked for the rest of the transaction on PostgreSQL (SQLite's write
@@ -192,21 +182,25 @@ pub async fn payouts_by_id_locked<C: ConnectionTrait>(
     conn: &C,
     ids: &[String],
 ) -> Result<HashMap<String, payout::Model>, RunError> {
-    if conn.get_database_backend() != DatabaseBackend::Postgres {
-        return payouts_by_id(conn, ids).await;
-    }
+    load_payouts(conn, ids, true).await
+}
+
+async fn load_payouts<C: ConnectionTrait>(
+    conn: &C,
+    ids: &[String],
+    lock: bool,
+) -> Result<HashMap<String, payout::Model>, RunError> {
     let mut sorted = ids.to_vec();
     sorted.sort();
     sorted.dedup();
     let mut payouts = HashMap::with_capacity(sorted.len());
     for chunk in sorted.chunks(IDS_PER_STATEMENT) {
-        for p in payout::Entity::find()
+        let query = payout::Entity::find()
             .filter(payout::Column::Id.is_in(chunk.iter().cloned()))
-            .order_by_asc(payout::Column::Id)
-            .lock_exclusive()
-            .all(conn)
-            .await?
-        {
+            // Rows are locked in one order, so two lockers never wait on each other.
+            .order_by_asc(payout::Column::Id);
+        let query = if lock { query.lock_exclusive() } else { query };
+        for p in query.all(conn).await? {
             payouts.insert(p.id.clone(), p);
         }
     }
@@ -543,20 +537,17 @@ pub async fn unsent_of_job<C: ConnectionTrait>(
     run_id: &str,
     job_id: &str,
 ) -> Result<Vec<payout::Model>, RunError> {
-    // Locked on PostgreSQL, and the condition read again after any wait: a send the exchange
-    // actor stamps meanwhile keeps its payout out of this list.
-    let query = payout::Entity::find()
+    // Locked (PostgreSQL; SQLite holds the database), and the condition read again after any
+    // wait: a send the exchange actor stamps meanwhile keeps its payout out of this list.
+    Ok(payout::Entity::find()
         .filter(payout::Column::PayrollRunId.eq(run_id))
         .filter(payout::Column::JobId.eq(job_id))
         .filter(payout::Column::Status.eq(PayoutStatus::Pending))
         .filter(payout::Column::SendCount.eq(0))
-        .order_by_asc(payout::Column::Id);
-    let query = if conn.get_database_backend() == DatabaseBackend::Postgres {
-        query.lock_exclusive()
-    } else {
-        query
-    };
-    Ok(query.all(conn).await?)
+        .order_by_asc(payout::Column::Id)
+        .lock_exclusive()
+        .all(conn)
+        .await?)
 }
 
 /// The run's stuck payouts, oldest first.

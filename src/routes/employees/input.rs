@@ -13,6 +13,7 @@ use utoipa::ToSchema;
 
 use crate::{
     http::{
+        body::money_over_limit,
         dates::Day,
         error::{ApiError, ErrorCode, FieldError},
     },
@@ -195,10 +196,7 @@ pub fn validate(
             field("salary_usd_cents"),
             "must be 0 or more",
         )),
-        Some(s) if s > MAX_MONEY_CENTS => errors.push(FieldError::new(
-            field("salary_usd_cents"),
-            format!("must be at most {MAX_MONEY_CENTS} cents ($1,000,000,000)"),
-        )),
+        Some(s) if s > MAX_MONEY_CENTS => errors.push(money_over_limit(field("salary_usd_cents"))),
         Some(_) => {}
     }
     let wallet = input

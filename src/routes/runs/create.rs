@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use super::commands;
 use crate::http::{
-    body::{merge_errors, parse_partial},
+    body::{merge_errors, money_over_limit, parse_partial},
     dates::{DateInput, DayEdge},
     error::{ApiError, FieldError},
     request::ApiRequest,
@@ -171,10 +171,9 @@ pub fn create_run(req: &ApiRequest) -> Result<CreateRun, ApiError> {
                     format!("{field}.amount_usd_cents"),
                     "must be at least 1 cent",
                 )),
-                Some(a) if a > MAX_MONEY_CENTS => errors.push(FieldError::new(
-                    format!("{field}.amount_usd_cents"),
-                    format!("must be at most {MAX_MONEY_CENTS} cents ($1,000,000,000)"),
-                )),
+                Some(a) if a > MAX_MONEY_CENTS => {
+                    errors.push(money_over_limit(format!("{field}.amount_usd_cents")))
+                }
                 Some(_) => {}
             }
             check_len(
