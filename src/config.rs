@@ -143,6 +143,7 @@ pub struct ApiSettings {
     pub rate_limit_burst: u32,
     pub max_body_bytes: usize,
     pub max_import_bytes: usize,
+    pub max_import_rows: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -249,6 +250,9 @@ impl Settings {
                 "api.max_import_bytes",
                 "must be at least api.max_body_bytes",
             );
+        }
+        if self.api.max_import_rows == 0 {
+            return bad("api.max_import_rows", "must be at least 1");
         }
         if self.audit.flush_interval_ms == 0 {
             return bad("audit.flush_interval_ms", "must be at least 1");

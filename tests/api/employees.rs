@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use crate::helpers::{evm_address, new_key, spawn_app};
+use crate::helpers::{evm_address, new_key, spawn_app, spawn_app_with};
 
 const CHECKSUMMED: &str = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
 const SOLANA: &str = "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T";
@@ -212,6 +212,63 @@ async fn import_of_ten_thousand_rows_in_one_call() {
     );
     let list = app.get("/api/v1/employees?limit=1").await;
     assert_eq!(list.json["pagination"]["total"], 10_000);
+}
+
+#[actix_web::test]
+async fn an_import_over_the_row_cap_is_refused_whole() {
+    let app = spawn_app_with(|s| s.api.max_import_rows = 3).await;
+    let rows: Vec<Value> = (0..4).map(row).collect();
+    let res = app.post("/api/v1/employees/import", json!(rows)).await;
+    assert_eq!(res.status, 413, "{}", res.text);
+    assert_eq!(res.code(), "PAYLOAD_TOO_LARGE");
+    assert_eq!(res.json["error"]["details"]["limit_rows"], 3);
+    assert!(
+        res.json["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("split")
+    );
+    let mut csv = "name,email,salary_usd_cents,network,wallet_address\n".to_owned();
+    for i in 0..4 {
+        let email = format!("person{i}@example.com");
+        csv += &format!("P{i},{email},100,POLYGON,{}\n", evm_address(&email));
+    }
+    let res = app
+        .send(
+            "POST",
+            "/api/v1/employees/import",
+            Some(&app.key),
+            Some(&new_key()),
+            Some(csv.into_bytes()),
+            &[("Content-Type", "text/csv")],
+        )
+        .await;
+    assert_eq!(res.status, 413, "{}", res.text);
+    assert_eq!(res.json["error"]["details"]["limit_rows"], 3);
+    assert_eq!(
+        app.get("/api/v1/employees").await.json["pagination"]["total"],
+        0
+    );
+    // At the cap it is taken; a body that is not an array still says so.
+    let rows: Vec<Value> = (0..3).map(row).collect();
+    let res = app.post("/api/v1/employees/import", json!(rows)).await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let res = app
+        .post("/api/v1/employees/import", json!({"name": "x"}))
+        .await;
+    assert_eq!(res.status, 400, "{}", res.text);
+    let res = app
+        .send(
+            "POST",
+            "/api/v1/employees/import",
+            Some(&app.key),
+            Some(&new_key()),
+            Some(b"[{\"name\": 1},".to_vec()),
+            &[],
+        )
+        .await;
+    assert_eq!(res.status, 400, "{}", res.text);
+    assert!(res.text.contains("malformed JSON"), "{}", res.text);
 }
 
 #[actix_web::test]

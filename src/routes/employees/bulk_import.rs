@@ -8,26 +8,63 @@ use payroll_entities::{employee, time};
 use sea_orm::{
     ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect, sea_query::OnConflict,
 };
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 
 use super::input::*;
 use crate::http::{
     audit::AuditRecord,
     body::{merge_errors, parse_partial},
-    error::{ApiError, FieldError},
+    error::{ApiError, ErrorCode, FieldError},
     request::{ApiRequest, BodyType},
 };
 
-/// The import rows as JSON objects, from a JSON array or a CSV document with a header row.
+/// The import rows as JSON objects, from a JSON array or a CSV document with a header row; more
+/// than `api.max_import_rows` rows is refused before the rest is read.
 fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
+    let cap = req.state().settings.api.max_import_rows;
+    let too_many = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "The import holds more than {cap} rows; split it into imports of at most {cap} rows."
+            ),
+        )
+        .detail("limit_rows", cap as u64)
+        .detail("limit_bytes", req.state().settings.api.max_import_bytes as u64)
+    };
     match req.body_type {
-        BodyType::Json => match req.json_value()? {
-            Value::Array(rows) => Ok(rows),
-            _ => Err(ApiError::validation(vec![FieldError::new(
-                "",
-                "the body must be a JSON array of employees (or CSV with Content-Type: text/csv)",
-            )])),
-        },
+        BodyType::Json => {
+            let starts_as_array = req
+                .body
+                .iter()
+                .find(|b| !b.is_ascii_whitespace())
+                .is_some_and(|b| *b == b'[');
+            if !starts_as_array {
+                // Not an array: the generic JSON reading names what is wrong with it.
+                req.json_value()?;
+                return Err(ApiError::validation(vec![FieldError::new(
+                    "",
+                    "the body must be a JSON array of employees (or CSV with Content-Type: text/csv)",
+                )]));
+            }
+            let mut deserializer = serde_json::Deserializer::from_slice(&req.body);
+            let rows = CappedRows(cap)
+                .deserialize(&mut deserializer)
+                .and_then(|rows| deserializer.end().map(|()| rows))
+                .map_err(|e| {
+                    ApiError::validation(vec![FieldError::new(
+                        "",
+                        format!(
+                            "malformed JSON at line {} column {}: {}",
+                            e.line(),
+                            e.column(),
+                            e
+                        ),
+                    )])
+                })?;
+            rows.ok_or_else(too_many)
+        }
         BodyType::Csv => {
             let mut reader = csv::ReaderBuilder::new()
                 .trim(csv::Trim::All)
@@ -40,6 +77,9 @@ fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
                 .clone();
             let mut rows = Vec::new();
             for (i, record) in reader.records().enumerate() {
+                if i == cap {
+                    return Err(too_many());
+                }
                 let record = record.map_err(|e| {
                     ApiError::validation(vec![FieldError::new(
                         format!("rows[{i}]"),
@@ -65,6 +105,38 @@ fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
             }
             Ok(rows)
         }
+    }
+}
+
+/// Reads a JSON array of at most `.0` elements; `None` when it holds more (the rest is skipped
+/// unread into memory).
+struct CappedRows(usize);
+
+impl<'de> DeserializeSeed<'de> for CappedRows {
+    type Value = Option<Vec<Value>>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for CappedRows {
+    type Value = Option<Vec<Value>>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON array of employees")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut rows = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(self.0));
+        while let Some(row) = seq.next_element::<Value>()? {
+            if rows.len() == self.0 {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                return Ok(None);
+            }
+            rows.push(row);
+        }
+        Ok(Some(rows))
     }
 }
 
