@@ -137,10 +137,19 @@ impl GuardPolicy {
 
     /// Checks the URL and every address its host resolves to.
     pub async fn check_url_resolved(&self, raw: &str) -> Result<Url, Refused> {
+        self.check_url_resolved_by(raw, &SystemLookup).await
+    }
+
+    /// [`Self::check_url_resolved`] with the names looked up by `names`.
+    pub async fn check_url_resolved_by(
+        &self,
+        raw: &str,
+        names: &impl NameLookup,
+    ) -> Result<Url, Refused> {
         let url = self.check_url(raw)?;
         if let Some(Host::Domain(domain)) = url.host() {
             let port = url.port_or_known_default().unwrap_or(443);
-            let addrs = resolve(domain, port).await?;
+            let addrs = resolve(names, domain, port).await?;
             for addr in addrs {
                 self.check_ip(addr.ip())?;
             }
@@ -149,22 +158,63 @@ impl GuardPolicy {
     }
 }
 
-async fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, Refused> {
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, port))
+/// Looks host names up: the system's resolver in the service, a stub in tests.
+pub trait NameLookup: 'static {
+    fn lookup_host<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+    ) -> LocalBoxFuture<'a, std::io::Result<Vec<SocketAddr>>>;
+}
+
+/// The system's resolver (`getaddrinfo` through tokio).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemLookup;
+
+impl NameLookup for SystemLookup {
+    fn lookup_host<'a>(
+        &'a self,
+        host: &'a str,
+        port: u16,
+    ) -> LocalBoxFuture<'a, std::io::Result<Vec<SocketAddr>>> {
+        Box::pin(async move { Ok(tokio::net::lookup_host((host, port)).await?.collect()) })
+    }
+}
+
+async fn resolve(
+    names: &impl NameLookup,
+    host: &str,
+    port: u16,
+) -> Result<Vec<SocketAddr>, Refused> {
+    let addrs = names
+        .lookup_host(host, port)
         .await
-        .map_err(|e| Refused(format!("the host `{host}` does not resolve ({e})")))?
-        .collect();
+        .map_err(|e| Refused(format!("the host `{host}` does not resolve ({e})")))?;
     if addrs.is_empty() {
         return Err(Refused(format!("the host `{host}` has no address")));
     }
     Ok(addrs)
 }
 
-/// The delivery client's resolver: names resolving to a refused address fail to connect.
+/// The delivery client's resolver: names resolving to a refused address fail to connect. Each
+/// connection resolves anew, so a name that answers a public address at registration and a
+/// private one later (DNS rebinding) is refused when it matters.
 #[derive(Debug, Clone, Copy)]
-pub struct GuardedResolver(pub GuardPolicy);
+pub struct GuardedResolver<L = SystemLookup> {
+    pub policy: GuardPolicy,
+    pub names: L,
+}
 
-impl Resolve for GuardedResolver {
+impl GuardedResolver {
+    pub fn new(policy: GuardPolicy) -> Self {
+        GuardedResolver {
+            policy,
+            names: SystemLookup,
+        }
+    }
+}
+
+impl<L: NameLookup> Resolve for GuardedResolver<L> {
     fn lookup<'a>(
         &'a self,
         host: &'a str,
@@ -174,12 +224,12 @@ impl Resolve for GuardedResolver {
             // An IPv6 literal arrives with its brackets.
             let bare = host.trim_start_matches('[').trim_end_matches(']');
             if let Ok(ip) = bare.parse::<IpAddr>() {
-                self.0.check_ip(ip)?;
+                self.policy.check_ip(ip)?;
                 return Ok(vec![SocketAddr::new(ip, port)]);
             }
-            let addrs = resolve(host, port).await?;
+            let addrs = resolve(&self.names, host, port).await?;
             for addr in &addrs {
-                self.0.check_ip(addr.ip())?;
+                self.policy.check_ip(addr.ip())?;
             }
             Ok(addrs)
         })
@@ -272,7 +322,7 @@ mod tests {
             .await
             .expect_err("does not resolve");
         assert!(err.0.contains("does not resolve"), "{err}");
-        let err = GuardedResolver(STRICT)
+        let err = GuardedResolver::new(STRICT)
             .lookup("localhost", 80)
             .await
             .expect_err("refused at connect time");

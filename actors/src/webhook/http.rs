@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use payroll_entities::{DeliveryStatus, time};
 
 use super::{
-    guard::{GuardPolicy, GuardedResolver, literal_ip},
+    guard::{GuardPolicy, GuardedResolver, NameLookup, SystemLookup, literal_ip},
     settings::WebhookSettings,
     signing::signature_header,
     transitions::{self, DeliveryOp, DeliveryState, Transition},
@@ -22,9 +22,17 @@ const ANSWER_LIMIT: usize = 64 * 1024;
 /// The delivery client: no redirects, the attempt timeout, names resolved through the guard,
 /// TLS by rustls with the webpki roots.
 pub fn build_client(settings: &WebhookSettings) -> awc::Client {
+    build_client_with(settings, SystemLookup)
+}
+
+/// [`build_client`] resolving names with `names`.
+pub fn build_client_with(settings: &WebhookSettings, names: impl NameLookup) -> awc::Client {
     let timeout = Duration::from_millis(settings.timeout_ms.max(1));
     let tcp = actix_tls::connect::Connector::new(actix_tls::connect::Resolver::custom(
-        GuardedResolver(settings.policy()),
+        GuardedResolver {
+            policy: settings.policy(),
+            names,
+        },
     ))
     .service();
     let mut connector = awc::Connector::new()
@@ -192,4 +200,136 @@ async fn send(
 
 fn timed_out(timeout: Duration) -> String {
     format!("no answer within {} ms", timeout.as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        cell::RefCell,
+        collections::VecDeque,
+        io::{Read, Write},
+        net::{IpAddr, SocketAddr, TcpListener},
+        rc::Rc,
+        sync::{
+            Arc,
+            atomic::{AtomicUsize, Ordering},
+        },
+    };
+
+    use futures_util::future::LocalBoxFuture;
+
+    use super::*;
+
+    /// A resolver stub answering its addresses in turn, as a rebinding name server would.
+    #[derive(Clone)]
+    struct Rebinding(Rc<RefCell<VecDeque<IpAddr>>>);
+
+    impl NameLookup for Rebinding {
+        fn lookup_host<'a>(
+            &'a self,
+            _host: &'a str,
+            port: u16,
+        ) -> LocalBoxFuture<'a, std::io::Result<Vec<SocketAddr>>> {
+            let next = self.0.borrow_mut().pop_front();
+            Box::pin(async move {
+                next.map(|ip| vec![SocketAddr::new(ip, port)])
+                    .ok_or_else(|| std::io::Error::other("no more answers"))
+            })
+        }
+    }
+
+    /// A loopback HTTP server answering 200 to every connection; counts the connections.
+    fn counting_server() -> (u16, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                counted.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 8192];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+            }
+        });
+        (port, hits)
+    }
+
+    fn settings(allow_private_networks: bool) -> WebhookSettings {
+        WebhookSettings {
+            retry_schedule_ms: vec![],
+            timeout_ms: 5000,
+            max_in_flight_per_endpoint: 1,
+            secret_rotation_grace_seconds: 0,
+            allow_http: true,
+            allow_private_networks,
+        }
+    }
+
+    async fn deliver(settings: &WebhookSettings, names: Rebinding, port: u16) -> Outcome {
+        let client = build_client_with(settings, names);
+        let target = Target {
+            url: format!("http://hooks.example.test:{port}/hook").into(),
+            keys: Arc::new(vec![b"0123456789abcdef0123456789abcdef".to_vec()]),
+        };
+        let claimed = Claimed {
+            delivery_id: "dlv_1".into(),
+            event_id: "evt_1".into(),
+            attempt: 1,
+            retries_used: 0,
+            manual: false,
+            body: b"{}".to_vec(),
+        };
+        attempt(
+            client,
+            target,
+            settings.policy(),
+            Duration::from_secs(5),
+            claimed,
+        )
+        .await
+    }
+
+    #[actix_rt::test]
+    async fn a_name_that_rebinds_to_a_private_address_is_refused_at_connect_time() {
+        let (port, hits) = counting_server();
+        let public: IpAddr = "93.184.216.34".parse().expect("ip");
+        let loopback: IpAddr = "127.0.0.1".parse().expect("ip");
+        let names = Rebinding(Rc::new(RefCell::new(VecDeque::from([public, loopback]))));
+        let strict = settings(false);
+        let url = format!("http://hooks.example.test:{port}/hook");
+        // At registration the name answers a public address: the URL is accepted.
+        strict
+            .policy()
+            .check_url_resolved_by(&url, &names)
+            .await
+            .expect("public at registration");
+        // At delivery it answers loopback: the connection is never made.
+        let outcome = deliver(&strict, names, port).await;
+        assert!(!outcome.succeeded());
+        let error = outcome.error.expect("an error");
+        assert!(error.contains("loopback"), "{error}");
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+
+        // The same answers with private networks allowed reach the server: the stub is what
+        // the client connects by.
+        let names = Rebinding(Rc::new(RefCell::new(VecDeque::from([loopback]))));
+        let outcome = deliver(&settings(true), names, port).await;
+        assert_eq!(outcome.response_status, Some(200), "{:?}", outcome.error);
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[actix_rt::test]
+    async fn every_answer_of_a_name_is_checked() {
+        let (port, hits) = counting_server();
+        let names = Rebinding(Rc::new(RefCell::new(VecDeque::new())));
+        names.0.borrow_mut().push_back("::ffff:127.0.0.1".parse().expect("ip"));
+        let outcome = deliver(&settings(false), names, port).await;
+        let error = outcome.error.expect("an error");
+        assert!(error.contains("loopback"), "{error}");
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+    }
 }
