@@ -273,7 +273,7 @@ fn error_statuses(spec: &RouteSpec) -> Vec<(u16, &'static str)> {
     out.push((500, "Unexpected server error (INTERNAL_ERROR)"));
     out.push((
         503,
-        "Database unavailable or shutting down (SERVICE_UNAVAILABLE)",
+        "Database unavailable, shutting down or overloaded (SERVICE_UNAVAILABLE); see Retry-After",
     ));
     out
 }

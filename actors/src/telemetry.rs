@@ -143,8 +143,40 @@ impl Drop for Handling {
     }
 }
 
+/// How many messages may wait for one kind of actor (all actors of the kind together) before
+/// senders that can say no, the API's handlers, are refused rather than queue more.
+pub const MAILBOX_LIMIT: i64 = 4096;
+
+/// A kind of actor has [`MAILBOX_LIMIT`] messages waiting: the message was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the {} has {MAILBOX_LIMIT} messages waiting", .0.as_str())]
+pub struct Overloaded(pub ActorKind);
+
+/// Messages now waiting for actors of this kind, in this process.
+pub fn mailbox_depth(kind: ActorKind) -> i64 {
+    DEPTH[kind.index()].load(Ordering::Relaxed)
+}
+
 /// Sending that counts the message into the receiver's mailbox depth.
 pub trait CountedSend<A: Observed> {
+    /// `Addr::send`, counted, unless `limit` messages already wait for actors of this kind:
+    /// then the message is handed back unsent, so a flood of requests is refused (503) instead
+    /// of queued without bound.
+    fn bounded_send<M>(&self, msg: M, limit: i64) -> Result<actix::dev::Request<A, M>, Overloaded>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: ToEnvelope<A, M>;
+
+    /// [`Self::bounded_send`] at [`MAILBOX_LIMIT`], for messages whose answer is not awaited.
+    fn bounded_do_send<M>(&self, msg: M) -> Result<(), Overloaded>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: ToEnvelope<A, M>;
+
     /// `Addr::do_send`, counted.
     fn counted_do_send<M>(&self, msg: M)
     where
@@ -163,6 +195,37 @@ pub trait CountedSend<A: Observed> {
 }
 
 impl<A: Observed> CountedSend<A> for Addr<A> {
+    fn bounded_send<M>(&self, msg: M, limit: i64) -> Result<actix::dev::Request<A, M>, Overloaded>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: ToEnvelope<A, M>,
+    {
+        if mailbox_depth(A::KIND) >= limit {
+            metrics::counter!("payroll_actor_messages_refused_total", "actor" => A::KIND.as_str())
+                .increment(1);
+            return Err(Overloaded(A::KIND));
+        }
+        Ok(self.counted_send(msg))
+    }
+
+    fn bounded_do_send<M>(&self, msg: M) -> Result<(), Overloaded>
+    where
+        M: Message + Send + 'static,
+        M::Result: Send,
+        A: Handler<M>,
+        A::Context: ToEnvelope<A, M>,
+    {
+        if mailbox_depth(A::KIND) >= MAILBOX_LIMIT {
+            metrics::counter!("payroll_actor_messages_refused_total", "actor" => A::KIND.as_str())
+                .increment(1);
+            return Err(Overloaded(A::KIND));
+        }
+        self.counted_do_send(msg);
+        Ok(())
+    }
+
     fn counted_do_send<M>(&self, msg: M)
     where
         M: Message + Send + 'static,
@@ -238,5 +301,57 @@ pub fn emails(outcome: &'static str, count: u64) {
 pub fn stuck_payouts(count: u64) {
     if count > 0 {
         metrics::counter!("payroll_stuck_payouts_reported_total").increment(count);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actix::{Context, Handler, Message};
+
+    use super::*;
+
+    struct Echo;
+
+    impl Actor for Echo {
+        type Context = Context<Self>;
+    }
+
+    impl Observed for Echo {
+        const KIND: ActorKind = ActorKind::Mailer;
+    }
+
+    #[derive(Message)]
+    #[rtype(result = "u32")]
+    struct Ping(u32);
+
+    impl Handler<Ping> for Echo {
+        type Result = u32;
+
+        fn handle(&mut self, msg: Ping, _: &mut Context<Self>) -> u32 {
+            let _handling = Handling::new(Self::KIND, "Ping");
+            msg.0
+        }
+    }
+
+    #[actix_rt::test]
+    async fn a_full_mailbox_refuses_instead_of_queueing() {
+        let addr = Echo.start();
+        let limit = mailbox_depth(ActorKind::Mailer) + 3;
+        // The actor runs only when this task yields: the three messages wait in its mailbox.
+        let queued: Vec<_> = (0..3)
+            .map(|i| addr.bounded_send(Ping(i), limit).expect("room"))
+            .collect();
+        assert_eq!(
+            addr.bounded_send(Ping(9), limit).err(),
+            Some(Overloaded(ActorKind::Mailer))
+        );
+        let mut answers = Vec::new();
+        for request in queued {
+            answers.push(request.await.expect("answered"));
+        }
+        assert_eq!(answers, vec![0, 1, 2]);
+        // Handled, they leave room again.
+        let request = addr.bounded_send(Ping(4), limit).expect("room again");
+        assert_eq!(request.await.expect("answered"), 4);
     }
 }

@@ -255,6 +255,18 @@ impl From<sea_orm::DbErr> for ApiError {
     }
 }
 
+impl From<payroll_actors::telemetry::Overloaded> for ApiError {
+    fn from(err: payroll_actors::telemetry::Overloaded) -> ApiError {
+        tracing::warn!(error = %err, "request refused: an actor's mailbox is full");
+        let mut refused = ApiError::unavailable(format!(
+            "The service is overloaded ({err}); nothing was done."
+        ))
+        .detail("retry_after_seconds", 1u64);
+        refused.retry_after = Some(1);
+        refused
+    }
+}
+
 impl From<actix::MailboxError> for ApiError {
     fn from(err: actix::MailboxError) -> ApiError {
         tracing::error!(error = %err, "actor mailbox unavailable");

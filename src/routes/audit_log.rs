@@ -2,7 +2,7 @@
 
 use actix_web::HttpResponse;
 use payroll_actors::audit_writer::Flush;
-use payroll_actors::telemetry::CountedSend;
+use payroll_actors::telemetry::{CountedSend, MAILBOX_LIMIT};
 use payroll_actors::views::Timestamp;
 use payroll_entities::{ActorType, audit_entry};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
@@ -84,7 +84,10 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         "offset",
     ])?;
     // Entries of earlier reads and refusals may still be in the writer's batch.
-    req.state().audit.counted_send(Flush).await?;
+    req.state()
+        .audit
+        .bounded_send(Flush, MAILBOX_LIMIT)?
+        .await?;
 
     let mut select = audit_entry::Entity::find();
     if let Some(id) = api_key_id {

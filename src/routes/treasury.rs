@@ -6,7 +6,7 @@ use payroll_actors::exchange::{
     actor::{ListTransfers, Transfer},
     desk::DeskError,
 };
-use payroll_actors::telemetry::CountedSend;
+use payroll_actors::telemetry::{CountedSend, MAILBOX_LIMIT};
 use payroll_actors::views::Timestamp;
 use payroll_entities::{
     Cents, MAX_MONEY_CENTS, Network, Stablecoin, TransferDirection, TransferStatus, time,
@@ -202,12 +202,15 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
     };
     let transfer = state
         .exchange
-        .counted_send(Transfer {
-            transfer_id: transfer_id(&req),
-            direction,
-            amount,
-            note: body.note,
-        })
+        .bounded_send(
+            Transfer {
+                transfer_id: transfer_id(&req),
+                direction,
+                amount,
+                note: body.note,
+            },
+            MAILBOX_LIMIT,
+        )?
         .await?
         .map_err(|err| match err {
             ExchangeError::InsufficientFunds {
@@ -256,10 +259,13 @@ pub async fn list_transfers(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (items, total) = req
         .state()
         .exchange
-        .counted_send(ListTransfers {
-            limit: page.limit,
-            offset: page.offset,
-        })
+        .bounded_send(
+            ListTransfers {
+                limit: page.limit,
+                offset: page.offset,
+            },
+            MAILBOX_LIMIT,
+        )?
         .await?
         .map_err(|e| exchange_failed(&req, &e.to_string()))?;
     let shown: Vec<TransferResource> = items.iter().map(TransferResource::from).collect();

@@ -28,13 +28,12 @@ pub fn build_client(settings: &WebhookSettings) -> awc::Client {
 /// [`build_client`] resolving names with `names`.
 pub fn build_client_with(settings: &WebhookSettings, names: impl NameLookup) -> awc::Client {
     let timeout = Duration::from_millis(settings.timeout_ms.max(1));
-    let tcp = actix_tls::connect::Connector::new(actix_tls::connect::Resolver::custom(
-        GuardedResolver {
+    let tcp =
+        actix_tls::connect::Connector::new(actix_tls::connect::Resolver::custom(GuardedResolver {
             policy: settings.policy(),
             names,
-        },
-    ))
-    .service();
+        }))
+        .service();
     let mut connector = awc::Connector::new()
         .connector(tcp)
         .timeout(timeout)
@@ -326,7 +325,10 @@ mod tests {
     async fn every_answer_of_a_name_is_checked() {
         let (port, hits) = counting_server();
         let names = Rebinding(Rc::new(RefCell::new(VecDeque::new())));
-        names.0.borrow_mut().push_back("::ffff:127.0.0.1".parse().expect("ip"));
+        names
+            .0
+            .borrow_mut()
+            .push_back("::ffff:127.0.0.1".parse().expect("ip"));
         let outcome = deliver(&settings(false), names, port).await;
         let error = outcome.error.expect("an error");
         assert!(error.contains("loopback"), "{error}");

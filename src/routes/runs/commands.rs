@@ -3,7 +3,7 @@
 //! transaction as the change, rendering the answer with the function handed over here.
 
 use actix_web::{HttpResponse, http::StatusCode};
-use payroll_actors::telemetry::CountedSend;
+use payroll_actors::telemetry::{CountedSend, MAILBOX_LIMIT};
 use payroll_actors::{
     acknowledgement::{Acknowledgement, Outcome},
     run::{
@@ -96,7 +96,7 @@ pub async fn send(
     let reply = req
         .state()
         .runs
-        .counted_send(message)
+        .bounded_send(message, MAILBOX_LIMIT)?
         .await?
         .map_err(|err| run_error(req, run_id, err))?;
     Ok(committed(status, reply.body))

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode};
 use payroll_actors::{
     run::messages::RunCommand,
-    telemetry::CountedSend,
+    telemetry::{CountedSend, MAILBOX_LIMIT},
     views::{PayoutResource, RunResource},
 };
 use payroll_entities::{PayoutStatus, RunStatus, RunType, ids, job, payout, payroll_run};
@@ -182,7 +182,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let reply = req
         .state()
         .runs
-        .counted_send(message)
+        .bounded_send(message, MAILBOX_LIMIT)?
         .await?
         .map_err(|err| commands::run_error(&req, "", err))?;
     Ok(commands::committed(StatusCode::CREATED, reply.body))
