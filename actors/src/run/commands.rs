@@ -5,7 +5,7 @@
 
 use payroll_entities::{
     Cents, EmployeeStatus, JobStatus, Network, PayoutStatus, RunStatus, RunType, db::WriteTx, ids,
-    job, payout, payroll_run, time,
+    job, payroll_run, time,
 };
 use serde_json::json;
 use std::collections::HashMap;
@@ -64,8 +64,14 @@ pub async fn handle(
     }
 }
 
+/// Pending payouts read and rewritten per page by confirm, so memory does not grow with the run.
+const CONFIRM_PAGE: u64 = 2000;
+/// Confirm lists at most this many invalid payouts.
+const CONFIRM_MAX_ERRORS: usize = 1000;
+
 /// DRAFT → CONFIRMED: payees re-read (address, network, salary of regular runs), fees quoted,
-/// test-run deductions taken, and all of it locked.
+/// test-run deductions taken, and all of it locked. The payouts are worked a page at a time in
+/// one transaction: any invalid payout rolls all of it back.
 async fn confirm(
     deps: &RunDeps,
     snapshot: Snapshot,
@@ -77,110 +83,124 @@ async fn confirm(
     // Quoted before the transaction: no write waits on the exchange.
     let quotes = quote_fees(deps).await?;
     let tx = deps.db.begin_write().await?;
-    let mut payouts = store::payouts_of(&*tx, &run.id, PayoutStatus::Pending).await?;
-    let mut employees =
-        store::employees_by_id(&*tx, payouts.iter().map(|p| p.employee_id.clone())).await?;
     let deduct =
         run.run_type == RunType::Regular && !run.is_test_run && deps.test_run.deduct_from_next_run;
     let now = time::now();
     let mut after = run.clone();
     let mut errors = Vec::new();
     let mut cancelled = Vec::new();
-    let mut deducted: Vec<(String, i64)> = Vec::new();
-    for p in payouts.iter_mut() {
-        let Some(e) = employees
-            .get_mut(&p.employee_id)
-            .filter(|e| e.status == EmployeeStatus::Active)
-        else {
-            // A payee deactivated since the run was made is not paid.
-            p.status = PayoutStatus::Cancelled;
+    let mut deducted = 0i64;
+    let (mut paid, mut total, mut fees) = (0i64, Some(Cents(0)), Some(Cents(0)));
+    let mut last_id: Option<String> = None;
+    loop {
+        let mut page = store::payouts_page(
+            &*tx,
+            &run.id,
+            PayoutStatus::Pending,
+            last_id.as_deref(),
+            CONFIRM_PAGE,
+        )
+        .await?;
+        let Some(last) = page.last() else { break };
+        last_id = Some(last.id.clone());
+        let mut employees =
+            store::employees_by_id(&*tx, page.iter().map(|p| p.employee_id.clone())).await?;
+        for p in page.iter_mut() {
+            let Some(e) = employees
+                .get_mut(&p.employee_id)
+                .filter(|e| e.status == EmployeeStatus::Active)
+            else {
+                // A payee deactivated since the run was made is not paid.
+                p.status = PayoutStatus::Cancelled;
+                p.updated_at = now;
+                recount(
+                    &mut after,
+                    None,
+                    PayoutStatus::Pending,
+                    PayoutStatus::Cancelled,
+                );
+                cancelled.push(p.clone());
+                continue;
+            };
+            let mut amount = match run.run_type {
+                RunType::Regular => e.salary_usd_cents,
+                _ => p.amount_usd_cents,
+            };
+            if run.is_test_run {
+                amount = amount.min(deps.test_run.amount_usd_cents);
+            }
+            let mut deduction = 0;
+            if deduct
+                && e.test_deduction_balance_usd_cents > 0
+                && amount - e.test_deduction_balance_usd_cents >= 1
+                // Taken atomically: a test payout completing meanwhile adds to the balance and
+                // keeps its addition; a balance another run took first is not taken twice.
+                && store::take_deduction(&*tx, &e.id, e.test_deduction_balance_usd_cents).await?
+            {
+                deduction = e.test_deduction_balance_usd_cents;
+                e.test_deduction_balance_usd_cents = 0;
+                deducted += deduction;
+            }
+            p.amount_usd_cents = amount - deduction;
+            p.test_run_deduction_usd_cents = deduction;
+            p.network = e.network;
+            p.wallet_address = e.wallet_address.clone();
+            p.employee_name = e.name.clone();
+            p.employee_email = e.email.clone();
             p.updated_at = now;
-            recount(
-                &mut after,
-                None,
-                PayoutStatus::Pending,
-                PayoutStatus::Cancelled,
-            );
-            cancelled.push(p.clone());
-            continue;
-        };
-        let mut amount = match run.run_type {
-            RunType::Regular => e.salary_usd_cents,
-            _ => p.amount_usd_cents,
-        };
-        if run.is_test_run {
-            amount = amount.min(deps.test_run.amount_usd_cents);
-        }
-        let mut deduction = 0;
-        if deduct
-            && e.test_deduction_balance_usd_cents > 0
-            && amount - e.test_deduction_balance_usd_cents >= 1
-            // Taken atomically: a test payout completing meanwhile adds to the balance and
-            // keeps its addition; a balance another run took first is not taken twice.
-            && store::take_deduction(&*tx, &e.id, e.test_deduction_balance_usd_cents).await?
-        {
-            deduction = e.test_deduction_balance_usd_cents;
-            e.test_deduction_balance_usd_cents = 0;
-            deducted.push((e.id.clone(), deduction));
-        }
-        p.amount_usd_cents = amount - deduction;
-        p.test_run_deduction_usd_cents = deduction;
-        p.network = e.network;
-        p.wallet_address = e.wallet_address.clone();
-        p.employee_name = e.name.clone();
-        p.employee_email = e.email.clone();
-        p.updated_at = now;
-        match quotes.get(&e.network) {
-            None => errors.push((
-                format!("payouts[{}].network", p.id),
-                format!(
-                    "the exchange cannot withdraw USDC on {} now; change the employee's network or cancel this payout",
-                    e.network
-                ),
-            )),
-            Some(quote) => {
-                p.fee_usd_cents = quote.fee.0;
-                if p.amount_usd_cents < quote.minimum.0 {
-                    errors.push((
-                        format!("payouts[{}].amount_usd_cents", p.id),
-                        format!(
-                            "{} cents is below the exchange's minimum withdrawal of {} cents on {}; cancel this payout or change the amount",
-                            p.amount_usd_cents, quote.minimum.0, e.network
-                        ),
-                    ));
+            match quotes.get(&e.network) {
+                None => errors.push((
+                    format!("payouts[{}].network", p.id),
+                    format!(
+                        "the exchange cannot withdraw USDC on {} now; change the employee's network or cancel this payout",
+                        e.network
+                    ),
+                )),
+                Some(quote) => {
+                    p.fee_usd_cents = quote.fee.0;
+                    if p.amount_usd_cents < quote.minimum.0 {
+                        errors.push((
+                            format!("payouts[{}].amount_usd_cents", p.id),
+                            format!(
+                                "{} cents is below the exchange's minimum withdrawal of {} cents on {}; cancel this payout or change the amount",
+                                p.amount_usd_cents, quote.minimum.0, e.network
+                            ),
+                        ));
+                    }
                 }
             }
+            paid += 1;
+            total = total.and_then(|t| t.checked_add(Cents(p.amount_usd_cents)));
+            fees = fees.and_then(|f| f.checked_add(Cents(p.fee_usd_cents)));
+        }
+        if errors.len() >= CONFIRM_MAX_ERRORS {
+            break;
+        }
+        if errors.is_empty() {
+            store::save_payouts(&*tx, &page).await?;
         }
     }
     if !errors.is_empty() {
+        errors.truncate(CONFIRM_MAX_ERRORS);
         return Err(RunError::Invalid(errors));
     }
-    let paid: Vec<&payout::Model> = payouts
-        .iter()
-        .filter(|p| p.status == PayoutStatus::Pending)
-        .collect();
-    if paid.is_empty() {
+    if paid == 0 {
         return Err(RunError::Invalid(vec![(
             "payouts".into(),
             "every payee of this run is INACTIVE now; cancel the run".into(),
         )]));
     }
-    after.status = next;
-    after.confirmed_at = Some(now);
-    after.employee_count = paid.len() as i64;
-    let too_large = || {
-        RunError::Invalid(vec![(
+    let (Some(total), Some(fees)) = (total, fees) else {
+        return Err(RunError::Invalid(vec![(
             "payouts".into(),
             "the amounts add up to more than can be represented".into(),
-        )])
+        )]));
     };
-    after.total_amount_usd_cents = Cents::sum(paid.iter().map(|p| Cents(p.amount_usd_cents)))
-        .ok_or_else(too_large)?
-        .0;
-    after.total_fees_usd_cents = Cents::sum(paid.iter().map(|p| Cents(p.fee_usd_cents)))
-        .ok_or_else(too_large)?
-        .0;
-    store::save_payouts(&*tx, &payouts).await?;
+    after.status = next;
+    after.confirmed_at = Some(now);
+    after.employee_count = paid;
+    after.total_amount_usd_cents = total.0;
+    after.total_fees_usd_cents = fees.0;
     store::save_run(&*tx, run.version, &mut after).await?;
     let mut events = vec![run_event("payroll.run.confirmed", &after, job.as_ref())];
     events.extend(
@@ -194,7 +214,7 @@ async fn confirm(
         "total_amount_usd_cents": after.total_amount_usd_cents,
         "total_fees_usd_cents": after.total_fees_usd_cents,
         "cancelled_inactive_payees": cancelled.len(),
-        "test_run_deductions_usd_cents": deducted.iter().map(|(_, d)| d).sum::<i64>(),
+        "test_run_deductions_usd_cents": deducted,
     });
     let action = run_action("PAYROLL_RUN_CONFIRMED", &after, details);
     answer_run(tx, ack, after, job, action, false).await

@@ -7,7 +7,10 @@ use payroll_entities::{
     Cents, EmployeeStatus, PayoutStatus, RunStatus, RunType, Stablecoin, employee, ids, payout,
     payroll_run, time,
 };
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, IntoActiveModel, QueryFilter,
+    QueryOrder, QuerySelect,
+};
 use serde_json::json;
 
 use super::{
@@ -50,23 +53,66 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
         });
     }
 
-    // (employee, amount, note) of every payout.
-    let mut payees: Vec<(employee::Model, i64, Option<String>)> = Vec::new();
+    // The run row first, its figures filled in once every payout is written; the payouts are
+    // made and written a page of employees at a time, so memory does not grow with the run.
+    let mut run = payroll_run::Model {
+        label,
+        note,
+        pay_date,
+        created_by_key_id,
+        ..new_run(
+            run_id,
+            run_type,
+            is_test_run,
+            (start, end),
+            0,
+            Cents(0),
+            now,
+        )
+    };
+    store::insert_run(&*tx, run.clone(), Vec::new()).await?;
+    let mut tally = Tally {
+        count: 0,
+        total: Some(Cents(0)),
+        first_ids: Vec::new(),
+    };
+    let cap = deps.test_run.amount_usd_cents;
+    let make = |e: employee::Model, amount: i64, note: Option<String>| {
+        let amount = if is_test_run {
+            planning::test_run_amount(amount, cap)
+        } else {
+            amount
+        };
+        new_payout(&run.id, is_test_run, e, amount, note, now)
+    };
     match wanted {
         Payees::Eligible => {
-            for e in employee::Entity::find()
-                .filter(employee::Column::Status.eq(EmployeeStatus::Active))
-                .filter(employee::Column::SalaryUsdCents.gt(0))
-                .order_by_asc(employee::Column::Id)
-                .all(&*tx)
-                .await?
-            {
-                if planning::paid_by_default(&e, start, end) {
-                    let salary = e.salary_usd_cents;
-                    payees.push((e, salary, None));
+            let mut last_id: Option<String> = None;
+            loop {
+                let mut query = employee::Entity::find()
+                    .filter(employee::Column::Status.eq(EmployeeStatus::Active))
+                    .filter(employee::Column::SalaryUsdCents.gt(0));
+                if let Some(last) = &last_id {
+                    query = query.filter(employee::Column::Id.gt(last.as_str()));
                 }
+                let page = query
+                    .order_by_asc(employee::Column::Id)
+                    .limit(EMPLOYEE_PAGE)
+                    .all(&*tx)
+                    .await?;
+                let Some(last) = page.last() else { break };
+                last_id = Some(last.id.clone());
+                let payouts: Vec<payout::Model> = page
+                    .into_iter()
+                    .filter(|e| planning::paid_by_default(e, start, end))
+                    .map(|e| {
+                        let salary = e.salary_usd_cents;
+                        make(e, salary, None)
+                    })
+                    .collect();
+                tally.add(&*tx, payouts).await?;
             }
-            if payees.is_empty() {
+            if tally.count == 0 {
                 return Err(RunError::Invalid(vec![(
                     "employee_ids".into(),
                     "no ACTIVE employee with a salary above 0 has a contract covering the period; add employees first".into(),
@@ -77,6 +123,7 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
             let mut found =
                 store::employees_by_id(&*tx, wanted.iter().map(|w| w.employee_id.clone())).await?;
             let mut errors = Vec::new();
+            let mut payouts = Vec::with_capacity(wanted.len());
             for w in wanted {
                 let id = &w.employee_id;
                 match found.remove(id) {
@@ -89,7 +136,7 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
                         if amount < 1 {
                             errors.push((w.field, format!("employee {id} has no salary to pay")));
                         } else {
-                            payees.push((e, amount, w.note));
+                            payouts.push(make(e, amount, w.note));
                         }
                     }
                 }
@@ -97,70 +144,23 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
             if !errors.is_empty() {
                 return Err(RunError::Invalid(errors));
             }
+            tally.add(&*tx, payouts).await?;
         }
     }
 
-    let cap = deps.test_run.amount_usd_cents;
-    let payouts: Vec<payout::Model> = payees
-        .into_iter()
-        .map(|(e, amount, note)| payout::Model {
-            id: ids::new_id(ids::IdKind::Payout),
-            payroll_run_id: run_id.clone(),
-            employee_id: e.id,
-            employee_name: e.name,
-            employee_email: e.email,
-            status: PayoutStatus::Pending,
-            is_test_run,
-            amount_usd_cents: if is_test_run {
-                planning::test_run_amount(amount, cap)
-            } else {
-                amount
-            },
-            fee_usd_cents: 0,
-            test_run_deduction_usd_cents: 0,
-            stablecoin: e.stablecoin,
-            network: e.network,
-            wallet_address: e.wallet_address,
-            note,
-            attempt: 1,
-            job_id: None,
-            client_withdrawal_id: None,
-            cex_withdrawal_id: None,
-            on_chain_tx_hash: None,
-            block_explorer_url: None,
-            failed_reason: None,
-            initiated_at: None,
-            send_count: 0,
-            last_sent_at: None,
-            stuck_since: None,
-            completed_at: None,
-            created_at: now,
-            updated_at: now,
-        })
-        .collect();
-    let total = Cents::sum(payouts.iter().map(|p| Cents(p.amount_usd_cents))).ok_or_else(|| {
+    let total = tally.total.ok_or_else(|| {
         RunError::Invalid(vec![(
             "items".into(),
             "the amounts add up to more than can be represented".into(),
         )])
     })?;
-    let count = payouts.len() as i64;
-    let run = new_run(
-        run_id,
-        run_type,
-        is_test_run,
-        (start, end),
-        count,
-        total,
-        now,
-    );
-    let run = payroll_run::Model {
-        label,
-        note,
-        pay_date,
-        created_by_key_id,
-        ..run
-    };
+    let count = tally.count;
+    run.employee_count = count;
+    run.pending_count = count;
+    run.total_amount_usd_cents = total.0;
+    payroll_run::Entity::update(run.clone().into_active_model().reset_all())
+        .exec(&*tx)
+        .await?;
     let action = AuditRecord {
         action: "PAYROLL_RUN_CREATED",
         resource_type: "payroll_run",
@@ -170,11 +170,10 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
             "is_test_run": is_test_run,
             "payout_count": count,
             "total_amount_usd_cents": total.0,
-            "first_payout_ids": first_ids(payouts.iter().map(|p| p.id.as_str())),
+            "first_payout_ids": first_ids(tally.first_ids.iter().map(String::as_str)),
         }),
     };
     insert_events(&tx, vec![run_event("payroll.run.created", &run, None)]).await?;
-    store::insert_run(&*tx, run.clone(), payouts).await?;
     let outcome = Outcome::Run {
         run: run.clone(),
         job: None,
@@ -186,6 +185,77 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
         run,
         job: None,
     })
+}
+
+/// Employees read per page when a run pays everybody eligible.
+const EMPLOYEE_PAGE: u64 = 2000;
+
+/// The payouts written so far.
+struct Tally {
+    count: i64,
+    total: Option<Cents>,
+    first_ids: Vec<String>,
+}
+
+impl Tally {
+    async fn add<C: ConnectionTrait>(
+        &mut self,
+        conn: &C,
+        payouts: Vec<payout::Model>,
+    ) -> Result<(), RunError> {
+        for p in &payouts {
+            self.count += 1;
+            self.total = self
+                .total
+                .and_then(|t| t.checked_add(Cents(p.amount_usd_cents)));
+            if self.first_ids.len() < 20 {
+                self.first_ids.push(p.id.clone());
+            }
+        }
+        store::insert_payouts(conn, payouts).await?;
+        Ok(())
+    }
+}
+
+/// A PENDING payout of `amount` to `e`.
+fn new_payout(
+    run_id: &str,
+    is_test_run: bool,
+    e: employee::Model,
+    amount: i64,
+    note: Option<String>,
+    now: DateTime<Utc>,
+) -> payout::Model {
+    payout::Model {
+        id: ids::new_id(ids::IdKind::Payout),
+        payroll_run_id: run_id.to_owned(),
+        employee_id: e.id,
+        employee_name: e.name,
+        employee_email: e.email,
+        status: PayoutStatus::Pending,
+        is_test_run,
+        amount_usd_cents: amount,
+        fee_usd_cents: 0,
+        test_run_deduction_usd_cents: 0,
+        stablecoin: e.stablecoin,
+        network: e.network,
+        wallet_address: e.wallet_address,
+        note,
+        attempt: 1,
+        job_id: None,
+        client_withdrawal_id: None,
+        cex_withdrawal_id: None,
+        on_chain_tx_hash: None,
+        block_explorer_url: None,
+        failed_reason: None,
+        initiated_at: None,
+        send_count: 0,
+        last_sent_at: None,
+        stuck_since: None,
+        completed_at: None,
+        created_at: now,
+        updated_at: now,
+    }
 }
 
 /// A DRAFT run of `count` payouts adding up to `total`, with nothing optional set.

@@ -167,6 +167,28 @@ pub async fn payouts_of<C: ConnectionTrait>(
         .await?)
 }
 
+/// Up to `limit` of the run's payouts in `status` after `after` (an id), by id: one page of a
+/// walk that never holds the whole run.
+pub async fn payouts_page<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    status: PayoutStatus,
+    after: Option<&str>,
+    limit: u64,
+) -> Result<Vec<payout::Model>, RunError> {
+    let mut query = payout::Entity::find()
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(status));
+    if let Some(after) = after {
+        query = query.filter(payout::Column::Id.gt(after));
+    }
+    Ok(query
+        .order_by_asc(payout::Column::Id)
+        .limit(limit)
+        .all(conn)
+        .await?)
+}
+
 /// Payouts by id, loaded in chunks.
 pub async fn payouts_by_id<C: ConnectionTrait>(
     conn: &C,
@@ -622,6 +644,14 @@ pub async fn insert_run<C: ConnectionTrait>(
     payroll_run::Entity::insert(run.into_active_model())
         .exec_without_returning(conn)
         .await?;
+    insert_payouts(conn, payouts).await
+}
+
+/// New payouts, written in chunks.
+pub async fn insert_payouts<C: ConnectionTrait>(
+    conn: &C,
+    payouts: Vec<payout::Model>,
+) -> Result<(), DbErr> {
     bulk::insert_chunked(
         conn,
         payouts.into_iter().map(IntoActiveModel::into_active_model),
