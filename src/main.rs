@@ -61,7 +61,24 @@ fn client(cli: Cli) -> ExitCode {
 }
 
 /// A server-side command on the configured database.
+/// glibc gives threads that allocate their own arenas (up to eight per core) and keeps what is
+/// freed in each; with two, the server's peak memory over a 100,000-payout run falls from about
+/// 320 MB to about 165 MB at no measurable cost in time (docs/benchmarks.md). A
+/// `MALLOC_ARENA_MAX` set in the environment still wins.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only changes an allocator setting; it is called before the server
+        // starts any thread.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
+}
+
 fn server(cli: Cli) -> ExitCode {
+    limit_malloc_arenas();
     let settings = match Settings::load(cli.config.as_deref()) {
         Ok(settings) => settings,
         Err(err) => {

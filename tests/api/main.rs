@@ -25,4 +25,5 @@ mod reconciliation;
 mod runs;
 mod security;
 mod status;
+mod volume;
 mod webhooks;

@@ -1,0 +1,92 @@
+//! A CI-sized volume run: 10,000 payouts from import to every payout terminal, timed against
+//! the database's own floor measured in the same test (benches/volume.rs is the full-size one).
+//! The bound is generous: it fails on a tenfold regression, not on a slow day.
+
+use std::time::{Duration, Instant};
+
+use payroll_entities::db::Db;
+use serde_json::{Value, json};
+
+use crate::helpers::{evm_address, fresh_pg_schema, spawn_app_with};
+
+#[path = "../../benches/common/floor.rs"]
+mod floor;
+
+const PAYOUTS: usize = 10_000;
+
+/// Execution's time over the floor's may grow to this before the test fails. Measured alone in
+/// the test profile on the 2-core reference machine: 48 on SQLite and 25 on PostgreSQL; the
+/// bound is ten times the larger, since the suite runs other tests beside it.
+const BOUND: f64 = 500.0;
+
+#[actix_web::test]
+async fn ten_thousand_payouts_stay_within_a_bound_of_the_database_floor() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let floor_url = match std::env::var("PAYROLL_TEST_DATABASE_URL") {
+        Ok(base) => fresh_pg_schema(&base).await,
+        Err(_) => format!(
+            "sqlite://{}/floor.db?mode=rwc",
+            dir.path().to_string_lossy()
+        ),
+    };
+    let floor_db = Db::connect(&floor_url, 2).await.expect("floor database");
+    let floor = floor::floor(&floor_db, PAYOUTS).await.expect("floor");
+    floor_db.conn.close().await.ok();
+
+    let app = spawn_app_with(|s| {
+        s.exchange.sandbox.completion_delay_ms = 0;
+        s.exchange.sandbox.exchange_initial_usd_cents = 100_000_000_000;
+        s.runs.poll_interval_ms = 100;
+    })
+    .await;
+    let rows: Vec<Value> = (0..PAYOUTS)
+        .map(|i| {
+            let email = format!("volume{i}@example.com");
+            json!({"name": format!("Volume {i}"), "wallet_address": evm_address(&email),
+                   "email": email, "salary_usd_cents": 1_000, "network": "BASE"})
+        })
+        .collect();
+    let res = app.post("/api/v1/employees/import", json!(rows)).await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let run = app
+        .post(
+            "/api/v1/payroll-runs",
+            json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}),
+        )
+        .await;
+    assert_eq!(run.status, 201, "{}", run.text);
+    let run_id = run.data()["id"].as_str().expect("run id").to_owned();
+    for step in ["confirm", "balance-check"] {
+        let res = app
+            .act(&format!("/api/v1/payroll-runs/{run_id}/{step}"))
+            .await;
+        assert_eq!(res.status, 200, "{step}: {}", res.text);
+    }
+    let started = Instant::now();
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let run = loop {
+        let run = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
+        if run.data()["status"] == "COMPLETED" {
+            break run;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1800),
+            "the run did not finish: {}",
+            run.text
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(200)).await;
+    };
+    let execute = started.elapsed().as_secs_f64();
+    assert_eq!(run.data()["payout_summary"]["completed"], PAYOUTS);
+    let ratio = execute / floor;
+    println!(
+        "volume: floor {floor:.2} s, execute {execute:.2} s, ratio {ratio:.1} (bound {BOUND})"
+    );
+    assert!(
+        ratio <= BOUND,
+        "executing {PAYOUTS} payouts took {execute:.2} s, {ratio:.1} times the database floor of {floor:.2} s (bound {BOUND})"
+    );
+}
