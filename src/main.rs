@@ -60,10 +60,9 @@ fn client(cli: Cli) -> ExitCode {
     }
 }
 
-/// A server-side command on the configured database.
 /// glibc gives threads that allocate their own arenas (up to eight per core) and keeps what is
 /// freed in each; with two, the server's peak memory over a 100,000-payout run falls from about
-/// 320 MB to about 165 MB at no measurable cost in time (docs/benchmarks.md). A
+/// 320 MB to 165–185 MB at no measurable cost in time (docs/benchmarks.md). A
 /// `MALLOC_ARENA_MAX` set in the environment still wins.
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -77,6 +76,7 @@ fn limit_malloc_arenas() {
     }
 }
 
+/// A server-side command on the configured database.
 fn server(cli: Cli) -> ExitCode {
     limit_malloc_arenas();
     let settings = match Settings::load(cli.config.as_deref()) {
