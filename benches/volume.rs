@@ -196,6 +196,13 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
         if matches!(run["data"]["status"].as_str(), Some("COMPLETED" | "FAILED")) {
             break run["data"]["payout_summary"].clone();
         }
+        if std::env::var_os("PAYROLL_BENCH_TRACE").is_some() {
+            eprintln!(
+                "{:>7.2}s {}",
+                started.elapsed().as_secs_f64(),
+                run["data"]["payout_summary"]
+            );
+        }
         anyhow::ensure!(
             started.elapsed() < Duration::from_secs(1800),
             "run did not finish: {run}"

@@ -46,6 +46,23 @@ pub struct ExchangeSettings {
     pub okx: OkxSettings,
 }
 
+/// The least window of a run when nothing paces withdrawals.
+pub const UNPACED_WINDOW: usize = 512;
+
+impl ExchangeSettings {
+    /// Payouts a run keeps handed to the exchange: `in_flight_window`, and at least
+    /// [`UNPACED_WINDOW`] when nothing paces withdrawals (`withdrawals_per_second = 0`): then
+    /// every send goes out at once, and a larger window writes fewer, larger batches.
+    pub fn window(&self) -> usize {
+        let window = self.in_flight_window.max(1) as usize;
+        if self.withdrawals_per_second == 0 {
+            window.max(UNPACED_WINDOW)
+        } else {
+            window
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSettings {

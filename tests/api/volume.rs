@@ -90,3 +90,36 @@ async fn ten_thousand_payouts_stay_within_a_bound_of_the_database_floor() {
         "executing {PAYOUTS} payouts took {execute:.2} s, {ratio:.1} times the database floor of {floor:.2} s (bound {BOUND})"
     );
 }
+
+/// The next window is found through the run's (run, status, id) index: never by searching the
+/// unique index of client ids for NULL, which holds every unsent payout and made each window's
+/// claim read and sort all of them (execution grew with the square of the run).
+#[actix_web::test]
+async fn the_next_window_is_read_through_the_run_status_index() {
+    use sea_orm::{ConnectionTrait, QueryTrait, Statement};
+    let app = spawn_app_with(|_| {}).await;
+    let db = app.db().await;
+    if db.backend() != sea_orm::DatabaseBackend::Sqlite {
+        return;
+    }
+    let select =
+        payroll_actors::run::store::unclaimed_page(db.backend(), "run_x", 64).build(db.backend());
+    let plan = db
+        .conn
+        .query_all_raw(Statement::from_sql_and_values(
+            db.backend(),
+            format!("EXPLAIN QUERY PLAN {}", select.sql),
+            select.values.map(|v| v.0).unwrap_or_default(),
+        ))
+        .await
+        .expect("query plan");
+    let steps: Vec<String> = plan
+        .iter()
+        .map(|row| row.try_get::<String>("", "detail").expect("detail"))
+        .collect();
+    assert_eq!(
+        steps,
+        vec!["SEARCH payouts USING INDEX idx_payouts_run_status (payroll_run_id=? AND status=?)"],
+        "{steps:?}"
+    );
+}

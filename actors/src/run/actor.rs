@@ -193,7 +193,7 @@ impl RunActor {
         ctx.wait(
             actix::fut::ready(())
                 .then(move |_, act: &mut Self, _| {
-                    let window = act.deps.exchange_settings.in_flight_window.max(1) as usize;
+                    let window = act.deps.exchange_settings.window();
                     let room = window.saturating_sub(act.in_flight.len());
                     let run = act.snapshot.as_ref().map(|s| s.run.clone());
                     async move {

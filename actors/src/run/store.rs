@@ -419,12 +419,7 @@ pub async fn claim_window(
     if !lease::holds(&*tx, lease_settings, &run.id).await? {
         return Err(RunError::Stale);
     }
-    let mut batch = payout::Entity::find()
-        .filter(payout::Column::PayrollRunId.eq(run.id.as_str()))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .filter(payout::Column::ClientWithdrawalId.is_null())
-        .order_by_asc(payout::Column::Id)
-        .limit(limit as u64)
+    let mut batch = unclaimed_page(db.backend(), &run.id, limit as u64)
         .all(&*tx)
         .await?;
     if batch.is_empty() {
@@ -442,7 +437,7 @@ pub async fn claim_window(
         .col_expr(payout::Column::UpdatedAt, Expr::value(now))
         .filter(payout::Column::Id.is_in(ids))
         .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .filter(payout::Column::ClientWithdrawalId.is_null())
+        .filter(unclaimed(db.backend()))
         .exec(&*tx)
         .await?
         .rows_affected;
@@ -591,6 +586,33 @@ pub async fn stuck_of<C: ConnectionTrait>(
         .await?)
 }
 
+/// `client_withdrawal_id IS NULL`, written so SQLite never looks it up in the unique index of
+/// client ids: every unclaimed payout sits in that index under NULL, and SQLite's planner,
+/// taking a unique index for selective, would read all of a run's unsent payouts and sort
+/// them for each window (a run's execution grew with the square of its size). A unary `+`
+/// keeps a column out of SQLite's index choice; PostgreSQL plans by its statistics.
+fn unclaimed(backend: sea_orm::DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
+    match backend {
+        sea_orm::DatabaseBackend::Sqlite => Expr::cust("+client_withdrawal_id IS NULL"),
+        _ => Expr::col(payout::Column::ClientWithdrawalId).is_null(),
+    }
+}
+
+/// The first `limit` PENDING payouts of a run that have no client id yet, by id: the next
+/// window to claim.
+pub fn unclaimed_page(
+    backend: sea_orm::DatabaseBackend,
+    run_id: &str,
+    limit: u64,
+) -> sea_orm::Select<payout::Entity> {
+    payout::Entity::find()
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .filter(unclaimed(backend))
+        .order_by_asc(payout::Column::Id)
+        .limit(limit)
+}
+
 /// Whether the payouts of a run still hold pending withdrawals to hand over.
 pub async fn has_unclaimed(db: &Db, run_id: &str) -> Result<bool, RunError> {
     Ok(payout::Entity::find()
@@ -598,7 +620,7 @@ pub async fn has_unclaimed(db: &Db, run_id: &str) -> Result<bool, RunError> {
         .column(payout::Column::Id)
         .filter(payout::Column::PayrollRunId.eq(run_id))
         .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .filter(payout::Column::ClientWithdrawalId.is_null())
+        .filter(unclaimed(db.backend()))
         .limit(1)
         .into_tuple::<String>()
         .one(&db.conn)
