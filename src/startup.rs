@@ -23,7 +23,7 @@ use payroll_actors::{
         deps::RunDeps,
         lease::{self, LeaseSettings},
         manager::{RunManager, StopRuns},
-        store as run_store,
+        window as run_window,
     },
     webhook::{
         secret_box::SecretBox,
@@ -304,7 +304,7 @@ impl Application {
                 .await
                 .unwrap_or_default();
             state.runs.counted_send(StopRuns::Quiesce).await.ok();
-            match run_store::hand_back(&state.db, &lease, &unsent).await {
+            match run_window::hand_back(&state.db, &lease, &unsent).await {
                 Ok(n) if n > 0 => {
                     tracing::info!(payouts = n, "withdrawals never sent were handed back")
                 }

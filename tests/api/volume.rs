@@ -103,7 +103,7 @@ async fn the_next_window_is_read_through_the_run_status_index() {
         return;
     }
     let select =
-        payroll_actors::run::store::unclaimed_page(db.backend(), "run_x", 64).build(db.backend());
+        payroll_actors::run::window::unclaimed_page(db.backend(), "run_x", 64).build(db.backend());
     let plan = db
         .conn
         .query_all_raw(Statement::from_sql_and_values(

@@ -177,19 +177,21 @@ pub async fn release<C: ConnectionTrait>(
     for chunk in attempts.chunks(CHUNK) {
         let ids: Vec<String> = chunk.iter().map(|(id, _)| id.clone()).collect();
         // Locked (PostgreSQL; SQLite's write transactions are serialised already): two
-        // transactions never release the same hold twice.
-        let active = exchange_hold::Entity::find()
+        // transactions never release the same hold twice. Found by payout id alone, through
+        // the primary key, and told active here: given `released_at IS NULL` as well,
+        // PostgreSQL may read every active hold of the run through the run's index instead.
+        let holds = exchange_hold::Entity::find()
             .filter(exchange_hold::Column::PayoutId.is_in(ids))
-            .filter(exchange_hold::Column::ReleasedAt.is_null())
             .lock_exclusive()
             .all(conn)
             .await?;
-        let matched: Vec<&exchange_hold::Model> = active
+        let matched: Vec<&exchange_hold::Model> = holds
             .iter()
             .filter(|h| {
-                chunk
-                    .iter()
-                    .any(|(id, a)| *id == h.payout_id && *a == h.attempt)
+                h.released_at.is_none()
+                    && chunk
+                        .iter()
+                        .any(|(id, a)| *id == h.payout_id && *a == h.attempt)
             })
             .collect();
         total += release_rows(conn, &matched, why).await?;
@@ -219,8 +221,8 @@ pub async fn release_run<C: ConnectionTrait>(
     Ok(total)
 }
 
-/// Releases exactly these rows (read active, and locked, in the same transaction); answers
-/// their sum.
+/// Releases exactly these rows (read active, and locked, in the same transaction, so no other
+/// transaction can have released them since); answers their sum.
 async fn release_rows<C: ConnectionTrait>(
     conn: &C,
     rows: &[&exchange_hold::Model],
@@ -229,12 +231,21 @@ async fn release_rows<C: ConnectionTrait>(
     if rows.is_empty() {
         return Ok(0);
     }
-    let mut which = Condition::any();
+    // One `attempt = k AND payout_id IN (…)` per attempt number (nearly always one), not one
+    // pair of equalities per row: PostgreSQL reads a long OR of pairs by scanning the table.
+    let mut by_attempt: std::collections::BTreeMap<i32, Vec<&str>> = Default::default();
     for h in rows {
+        by_attempt
+            .entry(h.attempt)
+            .or_default()
+            .push(h.payout_id.as_str());
+    }
+    let mut which = Condition::any();
+    for (attempt, ids) in by_attempt {
         which = which.add(
             Condition::all()
-                .add(exchange_hold::Column::PayoutId.eq(h.payout_id.as_str()))
-                .add(exchange_hold::Column::Attempt.eq(h.attempt)),
+                .add(exchange_hold::Column::Attempt.eq(attempt))
+                .add(exchange_hold::Column::PayoutId.is_in(ids)),
         );
     }
     exchange_hold::Entity::update_many()
@@ -244,7 +255,6 @@ async fn release_rows<C: ConnectionTrait>(
             Expr::value(why.as_str()),
         )
         .filter(which)
-        .filter(exchange_hold::Column::ReleasedAt.is_null())
         .exec(conn)
         .await?;
     Ok(rows.iter().map(|h| h.amount_usd_cents).sum())

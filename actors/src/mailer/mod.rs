@@ -5,7 +5,11 @@
 
 mod render;
 
-use std::{path::PathBuf, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    path::PathBuf,
+    time::Duration,
+};
 
 use actix::prelude::*;
 use chrono::{DateTime, Utc};
@@ -234,6 +238,7 @@ async fn send_due(
     let started = std::time::Instant::now();
     let (due, claim) = claim_due(db).await?;
     let full = due.len() as u64 == BATCH;
+    let sources = Sources::load(db, &due).await?;
     let (mut sent, mut failed) = (0u64, 0u64);
     let mut due = due.into_iter();
     while let Some(row) = due.next() {
@@ -245,10 +250,9 @@ async fn send_due(
             telemetry::emails("failed", failed);
             return Ok(true);
         }
-        let result = match build_message(db, &row, from).await {
-            Ok(Some(message)) => transport.send(message).await,
-            Ok(None) => Err("the payout no longer exists".to_owned()),
-            Err(err) => Err(format!("the message could not be built: {err}")),
+        let result = match build_message(&row, &sources, from) {
+            Some(message) => transport.send(message).await,
+            None => Err("the payout no longer exists".to_owned()),
         };
         let attempts = row.attempts + 1;
         let update = email_outbox::Entity::update_many()
@@ -299,40 +303,63 @@ async fn send_due(
     Ok(full)
 }
 
-async fn build_message(
-    db: &Db,
-    row: &email_outbox::Model,
-    from: &Mailbox,
-) -> Result<Option<Message>, DbErr> {
-    let Some(payout) = payout::Entity::find_by_id(row.payout_id.clone())
-        .one(&db.conn)
-        .await?
-    else {
-        return Ok(None);
-    };
-    let run = payroll_run::Entity::find_by_id(payout.payroll_run_id.clone())
-        .one(&db.conn)
-        .await?;
-    let (subject, body) = render_payout_email(&payout, run.as_ref());
+/// The payouts and runs a round's messages are rendered from, read in two queries a round.
+struct Sources {
+    payouts: HashMap<String, payout::Model>,
+    runs: HashMap<String, payroll_run::Model>,
+}
+
+impl Sources {
+    async fn load(db: &Db, rows: &[email_outbox::Model]) -> Result<Sources, DbErr> {
+        let ids: HashSet<String> = rows.iter().map(|r| r.payout_id.clone()).collect();
+        let payouts: HashMap<String, payout::Model> = if ids.is_empty() {
+            HashMap::new()
+        } else {
+            payout::Entity::find()
+                .filter(payout::Column::Id.is_in(ids))
+                .all(&db.conn)
+                .await?
+                .into_iter()
+                .map(|p| (p.id.clone(), p))
+                .collect()
+        };
+        let run_ids: HashSet<String> = payouts.values().map(|p| p.payroll_run_id.clone()).collect();
+        let runs = if run_ids.is_empty() {
+            HashMap::new()
+        } else {
+            payroll_run::Entity::find()
+                .filter(payroll_run::Column::Id.is_in(run_ids))
+                .all(&db.conn)
+                .await?
+                .into_iter()
+                .map(|r| (r.id.clone(), r))
+                .collect()
+        };
+        Ok(Sources { payouts, runs })
+    }
+}
+
+fn build_message(row: &email_outbox::Model, sources: &Sources, from: &Mailbox) -> Option<Message> {
+    let payout = sources.payouts.get(&row.payout_id)?;
+    let run = sources.runs.get(&payout.payroll_run_id);
+    let (subject, body) = render_payout_email(payout, run);
     // Built by lettre, never parsed from text: the name is encoded as a display name, and
     // control characters (refused at input anyway) are dropped.
-    let Ok(address) = payout.employee_email.parse::<lettre::Address>() else {
-        return Ok(None);
-    };
+    let address = payout.employee_email.parse::<lettre::Address>().ok()?;
     let name: String = payout
         .employee_name
         .chars()
         .filter(|c| !c.is_control())
         .collect();
     let to = Mailbox::new(Some(name), address);
-    Ok(Message::builder()
+    Message::builder()
         .from(from.clone())
         .to(to)
         .subject(subject)
         .message_id(Some(row.message_id.clone()))
         .header(ContentType::TEXT_PLAIN)
         .body(body)
-        .ok())
+        .ok()
 }
 
 impl Actor for Mailer {

@@ -21,6 +21,7 @@ use super::{
     messages::{RunCommand, RunError, RunReply, RunRequest},
     settlement::{self, Recorded},
     store::{self, Snapshot},
+    window,
 };
 use crate::{
     exchange::actor::{Submit, WithdrawalResults},
@@ -199,7 +200,7 @@ impl RunActor {
                     async move {
                         match run {
                             Some(run) => {
-                                store::claim_window(&deps.db, &deps.lease, &run, room).await
+                                window::claim_window(&deps.db, &deps.lease, &run, room).await
                             }
                             None => Ok(Vec::new()),
                         }

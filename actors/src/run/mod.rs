@@ -20,3 +20,4 @@ mod resolution;
 pub mod settlement;
 pub mod store;
 pub mod transitions;
+pub mod window;

@@ -1,11 +1,11 @@
 //! All SQL of runs and payouts: the snapshot a run actor holds, versioned run writes,
-//! payout upserts, claims of client withdrawal ids, and the lookups the run's steps share.
+//! payout upserts, and the lookups the run's steps share (claims of client ids: `window`).
 
 use std::collections::{HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use payroll_entities::{
-    Cents, PayoutStatus, RunStatus, RunType, bulk, db::Db, employee, job, payout, payroll_run, time,
+    PayoutStatus, RunStatus, RunType, bulk, db::Db, employee, job, payout, payroll_run, time,
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait,
@@ -13,14 +13,10 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait as _, OnConflict},
 };
 
-use super::{
-    lease::{self, LeaseSettings},
-    messages::RunError,
-};
-use crate::exchange::WithdrawalRequest;
+use super::messages::RunError;
 
 /// Ids per `IN (…)` list.
-const IDS_PER_STATEMENT: usize = 1000;
+pub(super) const IDS_PER_STATEMENT: usize = 1000;
 
 /// The run as its actor holds it.
 #[derive(Debug, Clone)]
@@ -402,100 +398,6 @@ pub async fn completed_of_job<C: ConnectionTrait>(
         .await?)
 }
 
-/// Commits client withdrawal ids for up to `limit` payouts not yet handed over, and returns
-/// the withdrawals to send. Nothing is sent for a payout whose id is not committed.
-#[tracing::instrument(skip_all, fields(run_id = %run.id, limit))]
-pub async fn claim_window(
-    db: &Db,
-    lease_settings: &LeaseSettings,
-    run: &payroll_run::Model,
-    limit: usize,
-) -> Result<Vec<WithdrawalRequest>, RunError> {
-    if limit == 0 || run.status != RunStatus::PayingOut {
-        return Ok(Vec::new());
-    }
-    let tx = db.begin_write().await?;
-    // Fenced by the lease: an instance that lost it commits no withdrawal.
-    if !lease::holds(&*tx, lease_settings, &run.id).await? {
-        return Err(RunError::Stale);
-    }
-    let mut batch = unclaimed_page(db.backend(), &run.id, limit as u64)
-        .all(&*tx)
-        .await?;
-    if batch.is_empty() {
-        return Ok(Vec::new());
-    }
-    let now = time::now();
-    // One narrow statement: the client ids are derived in SQL from id and attempt.
-    let ids: Vec<String> = batch.iter().map(|p| p.id.clone()).collect();
-    let claimed = payout::Entity::update_many()
-        .col_expr(
-            payout::Column::ClientWithdrawalId,
-            Expr::cust("id || '-' || CAST(attempt AS TEXT)"),
-        )
-        .col_expr(payout::Column::InitiatedAt, Expr::value(now))
-        .col_expr(payout::Column::UpdatedAt, Expr::value(now))
-        .filter(payout::Column::Id.is_in(ids))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .filter(unclaimed(db.backend()))
-        .exec(&*tx)
-        .await?
-        .rows_affected;
-    if claimed != batch.len() as u64 {
-        return Err(RunError::Stale);
-    }
-    for p in batch.iter_mut() {
-        p.client_withdrawal_id = Some(format!("{}-{}", p.id, p.attempt));
-    }
-    tx.commit().await?;
-    Ok(batch
-        .into_iter()
-        .map(|p| WithdrawalRequest {
-            client_id: p.client_withdrawal_id.unwrap_or_default(),
-            amount: Cents(p.amount_usd_cents),
-            fee: Cents(p.fee_usd_cents),
-            network: p.network,
-            address: p.wallet_address,
-        })
-        .collect())
-}
-
-/// At shutdown: payouts whose withdrawals were committed but never left this instance (they
-/// were waiting for a token) are handed back, to be claimed afresh under the same ids. Only
-/// on runs whose lease this instance still holds: where another instance has taken a run
-/// over, it may already have sent such an id again, and the ids are looked up instead.
-pub async fn hand_back(
-    db: &Db,
-    lease: &lease::LeaseSettings,
-    client_ids: &[String],
-) -> Result<u64, RunError> {
-    let mut handed_back = 0;
-    for chunk in client_ids.chunks(IDS_PER_STATEMENT) {
-        let tx = db.begin_write().await?;
-        handed_back += payout::Entity::update_many()
-            .col_expr(
-                payout::Column::ClientWithdrawalId,
-                Expr::value(Option::<String>::None),
-            )
-            .col_expr(
-                payout::Column::InitiatedAt,
-                Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
-            )
-            .col_expr(payout::Column::UpdatedAt, Expr::value(time::now()))
-            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.to_vec()))
-            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-            .filter(payout::Column::CexWithdrawalId.is_null())
-            // Never one that left: every send is counted before it leaves.
-            .filter(payout::Column::SendCount.eq(0))
-            .filter(payout::Column::PayrollRunId.in_subquery(lease::held_runs(lease)))
-            .exec(&*tx)
-            .await?
-            .rows_affected;
-        tx.commit().await?;
-    }
-    Ok(handed_back)
-}
-
 /// Client ids of the run's payouts handed to the exchange and not yet terminal.
 pub async fn unsettled_client_ids(db: &Db, run_id: &str) -> Result<Vec<String>, RunError> {
     let ids: Vec<Option<String>> = payout::Entity::find()
@@ -584,48 +486,6 @@ pub async fn stuck_of<C: ConnectionTrait>(
         .limit(limit)
         .all(conn)
         .await?)
-}
-
-/// `client_withdrawal_id IS NULL`, written so SQLite never looks it up in the unique index of
-/// client ids: every unclaimed payout sits in that index under NULL, and SQLite's planner,
-/// taking a unique index for selective, would read all of a run's unsent payouts and sort
-/// them for each window (a run's execution grew with the square of its size). A unary `+`
-/// keeps a column out of SQLite's index choice; PostgreSQL plans by its statistics.
-fn unclaimed(backend: sea_orm::DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
-    match backend {
-        sea_orm::DatabaseBackend::Sqlite => Expr::cust("+client_withdrawal_id IS NULL"),
-        _ => Expr::col(payout::Column::ClientWithdrawalId).is_null(),
-    }
-}
-
-/// The first `limit` PENDING payouts of a run that have no client id yet, by id: the next
-/// window to claim.
-pub fn unclaimed_page(
-    backend: sea_orm::DatabaseBackend,
-    run_id: &str,
-    limit: u64,
-) -> sea_orm::Select<payout::Entity> {
-    payout::Entity::find()
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .filter(unclaimed(backend))
-        .order_by_asc(payout::Column::Id)
-        .limit(limit)
-}
-
-/// Whether the payouts of a run still hold pending withdrawals to hand over.
-pub async fn has_unclaimed(db: &Db, run_id: &str) -> Result<bool, RunError> {
-    Ok(payout::Entity::find()
-        .select_only()
-        .column(payout::Column::Id)
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .filter(unclaimed(db.backend()))
-        .limit(1)
-        .into_tuple::<String>()
-        .one(&db.conn)
-        .await?
-        .is_some())
 }
 
 /// Serialises run creation on PostgreSQL for the rest of the transaction, so two concurrent

@@ -1,0 +1,136 @@
+//! The withdrawal window: client withdrawal ids claimed for the next payouts of a run (fenced by
+//! its lease), found through the run's index, and handed back at shutdown when they never left.
+
+use payroll_entities::{Cents, PayoutStatus, RunStatus, db::Db, payout, payroll_run, time};
+use sea_orm::{
+    ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, ExprTrait as _},
+};
+
+use super::{
+    lease::{self, LeaseSettings},
+    messages::RunError,
+    store::IDS_PER_STATEMENT,
+};
+use crate::exchange::WithdrawalRequest;
+
+/// Commits client withdrawal ids for up to `limit` payouts not yet handed over, and returns
+/// the withdrawals to send. Nothing is sent for a payout whose id is not committed.
+#[tracing::instrument(skip_all, fields(run_id = %run.id, limit))]
+pub async fn claim_window(
+    db: &Db,
+    lease_settings: &LeaseSettings,
+    run: &payroll_run::Model,
+    limit: usize,
+) -> Result<Vec<WithdrawalRequest>, RunError> {
+    if limit == 0 || run.status != RunStatus::PayingOut {
+        return Ok(Vec::new());
+    }
+    let tx = db.begin_write().await?;
+    // Fenced by the lease: an instance that lost it commits no withdrawal.
+    if !lease::holds(&*tx, lease_settings, &run.id).await? {
+        return Err(RunError::Stale);
+    }
+    let mut batch = unclaimed_page(db.backend(), &run.id, limit as u64)
+        .all(&*tx)
+        .await?;
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+    let now = time::now();
+    // One narrow statement: the client ids are derived in SQL from id and attempt.
+    let ids: Vec<String> = batch.iter().map(|p| p.id.clone()).collect();
+    let claimed = payout::Entity::update_many()
+        .col_expr(
+            payout::Column::ClientWithdrawalId,
+            Expr::cust("id || '-' || CAST(attempt AS TEXT)"),
+        )
+        .col_expr(payout::Column::InitiatedAt, Expr::value(now))
+        .col_expr(payout::Column::UpdatedAt, Expr::value(now))
+        .filter(payout::Column::Id.is_in(ids))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .filter(unclaimed(db.backend()))
+        .exec(&*tx)
+        .await?
+        .rows_affected;
+    if claimed != batch.len() as u64 {
+        return Err(RunError::Stale);
+    }
+    for p in batch.iter_mut() {
+        p.client_withdrawal_id = Some(format!("{}-{}", p.id, p.attempt));
+    }
+    tx.commit().await?;
+    Ok(batch
+        .into_iter()
+        .map(|p| WithdrawalRequest {
+            client_id: p.client_withdrawal_id.unwrap_or_default(),
+            amount: Cents(p.amount_usd_cents),
+            fee: Cents(p.fee_usd_cents),
+            network: p.network,
+            address: p.wallet_address,
+        })
+        .collect())
+}
+
+/// At shutdown: payouts whose withdrawals were committed but never left this instance (they
+/// were waiting for a token) are handed back, to be claimed afresh under the same ids. Only
+/// on runs whose lease this instance still holds: where another instance has taken a run
+/// over, it may already have sent such an id again, and the ids are looked up instead.
+pub async fn hand_back(
+    db: &Db,
+    lease: &lease::LeaseSettings,
+    client_ids: &[String],
+) -> Result<u64, RunError> {
+    let mut handed_back = 0;
+    for chunk in client_ids.chunks(IDS_PER_STATEMENT) {
+        let tx = db.begin_write().await?;
+        handed_back += payout::Entity::update_many()
+            .col_expr(
+                payout::Column::ClientWithdrawalId,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                payout::Column::InitiatedAt,
+                Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+            )
+            .col_expr(payout::Column::UpdatedAt, Expr::value(time::now()))
+            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.to_vec()))
+            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+            .filter(payout::Column::CexWithdrawalId.is_null())
+            // Never one that left: every send is counted before it leaves.
+            .filter(payout::Column::SendCount.eq(0))
+            .filter(payout::Column::PayrollRunId.in_subquery(lease::held_runs(lease)))
+            .exec(&*tx)
+            .await?
+            .rows_affected;
+        tx.commit().await?;
+    }
+    Ok(handed_back)
+}
+
+/// `client_withdrawal_id IS NULL`, written so SQLite never looks it up in the unique index of
+/// client ids: every unclaimed payout sits in that index under NULL, and SQLite's planner,
+/// taking a unique index for selective, would read all of a run's unsent payouts and sort
+/// them for each window (a run's execution grew with the square of its size). A unary `+`
+/// keeps a column out of SQLite's index choice; PostgreSQL plans by its statistics.
+fn unclaimed(backend: sea_orm::DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
+    match backend {
+        sea_orm::DatabaseBackend::Sqlite => Expr::cust("+client_withdrawal_id IS NULL"),
+        _ => Expr::col(payout::Column::ClientWithdrawalId).is_null(),
+    }
+}
+
+/// The first `limit` PENDING payouts of a run that have no client id yet, by id: the next
+/// window to claim.
+pub fn unclaimed_page(
+    backend: sea_orm::DatabaseBackend,
+    run_id: &str,
+    limit: u64,
+) -> sea_orm::Select<payout::Entity> {
+    payout::Entity::find()
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .filter(unclaimed(backend))
+        .order_by_asc(payout::Column::Id)
+        .limit(limit)
+}
