@@ -14,7 +14,8 @@
 //! PAYROLL_BENCH_DATABASE_URL=postgres://postgres@127.0.0.1/bench cargo bench --bench volume
 //! ```
 //! `PAYROLL_BENCH_PAYOUTS` changes the count (default 100000), `PAYROLL_BENCH_ROUNDS` runs it
-//! several times (default 1).
+//! several times (default 1), `PAYROLL_BENCH_ONLY=sqlite` or `postgres` measures one database,
+//! and `PAYROLL_BENCH_TRACE=1` prints the payout summary while the run executes.
 
 mod common;
 #[path = "common/floor.rs"]
@@ -42,6 +43,9 @@ fn main() {
     let mut targets: Vec<(&str, Option<String>)> = vec![("sqlite", None)];
     if let Ok(url) = std::env::var("PAYROLL_BENCH_DATABASE_URL") {
         targets.push(("postgres", Some(url)));
+    }
+    if let Ok(only) = std::env::var("PAYROLL_BENCH_ONLY") {
+        targets.retain(|(name, _)| *name == only);
     }
     actix_web::rt::System::new().block_on(async move {
         for round in 1..=rounds {

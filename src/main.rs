@@ -1,5 +1,11 @@
 use std::process::ExitCode;
 
+/// mimalloc rather than glibc's allocator: the service allocates and frees many small objects
+/// on a few threads, and glibc spent about a third of the main thread's time in malloc and
+/// free while keeping freed memory in per-thread arenas (docs/benchmarks.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{CommandFactory, Parser};
 use payroll::{
     cli::{
@@ -60,25 +66,8 @@ fn client(cli: Cli) -> ExitCode {
     }
 }
 
-/// glibc gives threads that allocate their own arenas (up to eight per core) and keeps what is
-/// freed in each; with two, the server's peak memory over a 100,000-payout run falls from about
-/// 320 MB to 165–185 MB at no measurable cost in time (docs/benchmarks.md). A
-/// `MALLOC_ARENA_MAX` set in the environment still wins.
-fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
-        // SAFETY: mallopt only changes an allocator setting; it is called before the server
-        // starts any thread.
-        #[allow(unsafe_code)]
-        unsafe {
-            libc::mallopt(libc::M_ARENA_MAX, 2);
-        }
-    }
-}
-
 /// A server-side command on the configured database.
 fn server(cli: Cli) -> ExitCode {
-    limit_malloc_arenas();
     let settings = match Settings::load(cli.config.as_deref()) {
         Ok(settings) => settings,
         Err(err) => {
