@@ -97,7 +97,7 @@ pub fn document() -> Value {
     components["parameters"]["IdempotencyKey"] = json!({
         "name": "Idempotency-Key", "in": "header", "required": true,
         "description": "A UUID v4 for this write; send the same key to retry it safely.",
-        "schema": {"type": "string", "format": "uuid"}
+        "schema": {"type": "string", "format": "uuid", "pattern": crate::http::idempotency::KEY_PATTERN}
     });
     doc["components"] = components;
 

@@ -114,3 +114,48 @@ async fn money_inputs_carry_their_limits_in_the_document() {
         assert_eq!(property["minimum"], minimum, "{schema}.{field}: {property}");
     }
 }
+
+/// The Idempotency-Key the document allows is exactly a UUID v4: what it allows the server
+/// takes, and a UUID of another version, which the server refuses, does not match it.
+#[actix_web::test]
+async fn the_idempotency_key_pattern_is_the_servers() {
+    let app = spawn_app().await;
+    let res = app
+        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
+        .await;
+    let pattern = res.json["components"]["parameters"]["IdempotencyKey"]["schema"]["pattern"]
+        .as_str()
+        .expect("a pattern");
+    let pattern = regex::Regex::new(pattern).expect("a regular expression");
+    let body = serde_json::json!({"name": "Ada", "email": "ada@example.com", "salary_usd_cents": 1,
+        "network": "BASE", "wallet_address": crate::helpers::evm_address("ada@example.com")});
+    for (key, allowed) in [
+        (uuid::Uuid::new_v4().to_string(), true),
+        (uuid::Uuid::new_v4().to_string().to_uppercase(), true),
+        ("6ba7b810-9dad-11d1-80b4-00c04fd430c8".to_owned(), false), // version 1
+        ("00000000-0000-4000-c000-000000000000".to_owned(), false), // another variant
+        ("not-a-key".to_owned(), false),
+    ] {
+        assert_eq!(pattern.is_match(&key), allowed, "{key}");
+        let res = app
+            .send(
+                "POST",
+                "/api/v1/employees",
+                Some(&app.key),
+                Some(&key),
+                Some(body.to_string().into_bytes()),
+                &[],
+            )
+            .await;
+        if allowed {
+            assert!(
+                res.status.is_success() || res.status == 409,
+                "{key}: {}",
+                res.text
+            );
+        } else {
+            assert_eq!(res.status, 400, "{key}: {}", res.text);
+            assert_eq!(res.code(), "INVALID_IDEMPOTENCY_KEY", "{key}");
+        }
+    }
+}
