@@ -164,7 +164,30 @@ fn error_schema() -> Value {
 }
 
 /// Adds what the route table knows to one operation.
+/// The paging parameters' bounds, as `Query::page` enforces them (out of range: 400).
+fn bound_paging(op: &mut Value) {
+    let Some(Value::Array(params)) = op.get_mut("parameters") else {
+        return;
+    };
+    for param in params.iter_mut() {
+        if param["in"] != "query" {
+            continue;
+        }
+        let schema = match param["name"].as_str() {
+            Some("limit") => {
+                json!({"type": "integer", "minimum": 1, "maximum": 200, "default": 25})
+            }
+            Some("offset") => {
+                json!({"type": "integer", "minimum": 0, "maximum": i64::MAX, "default": 0})
+            }
+            _ => continue,
+        };
+        param["schema"] = schema;
+    }
+}
+
 fn decorate(op: &mut Value, spec: &RouteSpec) {
+    bound_paging(op);
     let scopes = spec.scope_names();
     if matches!(spec.access, crate::http::route::Access::AnyKey) {
         op["security"] = json!([{"bearer": []}]);

@@ -159,3 +159,43 @@ async fn the_idempotency_key_pattern_is_the_servers() {
         }
     }
 }
+
+/// Every `limit` and `offset` carries the bounds the server enforces: the document's edges are
+/// taken, one past them is refused.
+#[actix_web::test]
+async fn paging_parameters_carry_the_servers_bounds() {
+    let app = spawn_app().await;
+    let res = app
+        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
+        .await;
+    let mut paged = Vec::new();
+    for (path, item) in res.json["paths"].as_object().expect("paths") {
+        for (method, op) in item.as_object().expect("operations") {
+            for param in op["parameters"].as_array().into_iter().flatten() {
+                match param["name"].as_str() {
+                    Some("limit") if param["in"] == "query" => {
+                        assert_eq!(param["schema"]["minimum"], 1, "{method} {path}");
+                        assert_eq!(param["schema"]["maximum"], 200, "{method} {path}");
+                        paged.push(path.clone());
+                    }
+                    Some("offset") if param["in"] == "query" => {
+                        assert_eq!(param["schema"]["minimum"], 0, "{method} {path}");
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    assert!(paged.iter().any(|p| p == "/employees"), "{paged:?}");
+    for (query, status) in [
+        ("limit=1", 200),
+        ("limit=200", 200),
+        ("limit=0", 400),
+        ("limit=201", 400),
+        ("offset=0", 200),
+        ("offset=-1", 400),
+    ] {
+        let res = app.get(&format!("/api/v1/employees?{query}")).await;
+        assert_eq!(res.status, status, "{query}: {}", res.text);
+    }
+}
