@@ -2,14 +2,13 @@
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 
 /// Declares a string enum that is a SeaORM active enum, a serde enum and an OpenAPI schema at
 /// once, so its database, wire and document spellings can never drift apart.
 macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize, ToSchema)]
+    ($(#[doc = $doc:literal])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[doc = $doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, Serialize, Deserialize)]
         #[sea_orm(rs_type = "String", db_type = "String(StringLen::N(32))")]
         pub enum $name {
             $(
@@ -41,6 +40,22 @@ macro_rules! string_enum {
                 [$($text),+].join(", ")
             }
         }
+
+        // Written out rather than derived: the derive does not see the `serde(rename)` of a
+        // macro's literal and would document the Rust spellings instead of the wire's.
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                let docs: &[&str] = &[$($doc),*];
+                let description = docs.iter().map(|d| d.trim()).collect::<Vec<_>>().join(" ");
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($text),+]))
+                    .description((!description.is_empty()).then_some(description))
+                    .into()
+            }
+        }
+
+        impl utoipa::ToSchema for $name {}
 
         impl std::fmt::Display for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

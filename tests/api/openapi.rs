@@ -199,3 +199,39 @@ async fn paging_parameters_carry_the_servers_bounds() {
         assert_eq!(res.status, status, "{query}: {}", res.text);
     }
 }
+
+/// Enumerations are documented with the spellings the server sends and takes.
+#[actix_web::test]
+async fn enumerations_are_documented_in_their_wire_spelling() {
+    use payroll_entities::{
+        ActorType, ApiKeyStatus, EmployeeStatus, EmploymentType, Network, PayoutStatus, RunStatus,
+        RunType,
+    };
+    fn wire<T: Copy + std::fmt::Display>(all: &[T]) -> Vec<String> {
+        all.iter().map(|v| v.to_string()).collect()
+    }
+    let app = spawn_app().await;
+    let res = app
+        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
+        .await;
+    let schemas = &res.json["components"]["schemas"];
+    for (name, spellings) in [
+        ("ApiKeyStatus", wire(ApiKeyStatus::ALL)),
+        ("ActorType", wire(ActorType::ALL)),
+        ("EmployeeStatus", wire(EmployeeStatus::ALL)),
+        ("EmploymentType", wire(EmploymentType::ALL)),
+        ("Network", wire(Network::ALL)),
+        ("PayoutStatus", wire(PayoutStatus::ALL)),
+        ("RunStatus", wire(RunStatus::ALL)),
+        ("RunType", wire(RunType::ALL)),
+    ] {
+        let documented: Vec<String> = schemas[name]["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name} has no enum"))
+            .iter()
+            .map(|v| v.as_str().expect("a string").to_owned())
+            .collect();
+        assert_eq!(documented, spellings, "{name}");
+    }
+    assert_eq!(schemas["ApiKeyStatus"]["enum"][0], "ACTIVE");
+}
