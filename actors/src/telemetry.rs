@@ -157,20 +157,23 @@ pub fn mailbox_depth(kind: ActorKind) -> i64 {
     DEPTH[kind.index()].load(Ordering::Relaxed)
 }
 
+/// Whether one more message may be queued for actors of this kind by a sender that can say no
+/// (below `limit` waiting); a refusal is counted in `payroll_actor_messages_refused_total`.
+pub fn admit(kind: ActorKind, limit: i64) -> Result<(), Overloaded> {
+    if mailbox_depth(kind) < limit {
+        return Ok(());
+    }
+    metrics::counter!("payroll_actor_messages_refused_total", "actor" => kind.as_str())
+        .increment(1);
+    Err(Overloaded(kind))
+}
+
 /// Sending that counts the message into the receiver's mailbox depth.
 pub trait CountedSend<A: Observed> {
     /// `Addr::send`, counted, unless `limit` messages already wait for actors of this kind:
     /// then the message is handed back unsent, so a flood of requests is refused (503) instead
     /// of queued without bound.
     fn bounded_send<M>(&self, msg: M, limit: i64) -> Result<actix::dev::Request<A, M>, Overloaded>
-    where
-        M: Message + Send + 'static,
-        M::Result: Send,
-        A: Handler<M>,
-        A::Context: ToEnvelope<A, M>;
-
-    /// [`Self::bounded_send`] at [`MAILBOX_LIMIT`], for messages whose answer is not awaited.
-    fn bounded_do_send<M>(&self, msg: M) -> Result<(), Overloaded>
     where
         M: Message + Send + 'static,
         M::Result: Send,
@@ -202,28 +205,8 @@ impl<A: Observed> CountedSend<A> for Addr<A> {
         A: Handler<M>,
         A::Context: ToEnvelope<A, M>,
     {
-        if mailbox_depth(A::KIND) >= limit {
-            metrics::counter!("payroll_actor_messages_refused_total", "actor" => A::KIND.as_str())
-                .increment(1);
-            return Err(Overloaded(A::KIND));
-        }
+        admit(A::KIND, limit)?;
         Ok(self.counted_send(msg))
-    }
-
-    fn bounded_do_send<M>(&self, msg: M) -> Result<(), Overloaded>
-    where
-        M: Message + Send + 'static,
-        M::Result: Send,
-        A: Handler<M>,
-        A::Context: ToEnvelope<A, M>,
-    {
-        if mailbox_depth(A::KIND) >= MAILBOX_LIMIT {
-            metrics::counter!("payroll_actor_messages_refused_total", "actor" => A::KIND.as_str())
-                .increment(1);
-            return Err(Overloaded(A::KIND));
-        }
-        self.counted_do_send(msg);
-        Ok(())
     }
 
     fn counted_do_send<M>(&self, msg: M)

@@ -5,7 +5,7 @@
 //! sets the request id, completes error bodies, and records the audit entry of every API
 //! request that did not commit its own.
 
-use payroll_actors::telemetry::{ActorKind, CountedSend, MAILBOX_LIMIT, Overloaded, mailbox_depth};
+use payroll_actors::telemetry::{self, ActorKind, CountedSend, MAILBOX_LIMIT};
 use std::rc::Rc;
 
 use actix_web::{
@@ -113,10 +113,8 @@ async fn gate_request<B: MessageBody + 'static>(
     };
     // The audit writer is behind: refused before any work, and (so the backlog stops growing)
     // not audited; payroll_actor_messages_refused_total counts these.
-    if mailbox_depth(ActorKind::AuditWriter) >= MAILBOX_LIMIT {
-        metrics::counter!("payroll_actor_messages_refused_total", "actor" => ActorKind::AuditWriter.as_str())
-            .increment(1);
-        let err = ApiError::from(Overloaded(ActorKind::AuditWriter));
+    if let Err(overloaded) = telemetry::admit(ActorKind::AuditWriter, MAILBOX_LIMIT) {
+        let err = ApiError::from(overloaded);
         let res = req.into_response(err.response(Some(&request_id)));
         return Ok(finish(res, &request_id));
     }

@@ -189,17 +189,7 @@ impl RequestInfo {
         if self.body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Object(Map::new()));
         }
-        serde_json::from_slice(&self.body).map_err(|e| {
-            ApiError::validation(vec![FieldError::new(
-                "",
-                format!(
-                    "malformed JSON at line {} column {}: {}",
-                    e.line(),
-                    e.column(),
-                    e
-                ),
-            )])
-        })
+        serde_json::from_slice(&self.body).map_err(malformed_json)
     }
 
     /// The query string's parameters.
@@ -260,4 +250,17 @@ impl RequestInfo {
         response.extensions_mut().insert(AuditRecorded);
         Ok(response)
     }
+}
+
+/// A body that is not JSON, in the API's words.
+pub fn malformed_json(e: serde_json::Error) -> ApiError {
+    ApiError::validation(vec![FieldError::new(
+        "",
+        format!(
+            "malformed JSON at line {} column {}: {}",
+            e.line(),
+            e.column(),
+            e
+        ),
+    )])
 }

@@ -233,16 +233,7 @@ async fn an_import_over_the_row_cap_is_refused_whole() {
         let email = format!("person{i}@example.com");
         csv += &format!("P{i},{email},100,POLYGON,{}\n", evm_address(&email));
     }
-    let res = app
-        .send(
-            "POST",
-            "/api/v1/employees/import",
-            Some(&app.key),
-            Some(&new_key()),
-            Some(csv.into_bytes()),
-            &[("Content-Type", "text/csv")],
-        )
-        .await;
+    let res = app.import_csv(csv).await;
     assert_eq!(res.status, 413, "{}", res.text);
     assert_eq!(res.json["error"]["details"]["limit_rows"], 3);
     assert_eq!(
@@ -322,16 +313,7 @@ async fn import_reads_csv_with_a_header_row() {
          \"Hopper, Grace\",grace@example.com,400000,SOLANA,{SOLANA},\n",
         CHECKSUMMED
     );
-    let res = app
-        .send(
-            "POST",
-            "/api/v1/employees/import",
-            Some(&app.key),
-            Some(&new_key()),
-            Some(csv.into_bytes()),
-            &[("Content-Type", "text/csv")],
-        )
-        .await;
+    let res = app.import_csv(csv).await;
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(res.data()["created"], 2);
     let res = app.get("/api/v1/employees?search=hopper").await;
@@ -339,16 +321,7 @@ async fn import_reads_csv_with_a_header_row() {
     assert_eq!(res.data()[0]["employment_type"], "FTE");
 
     let bad = "name,email,salary_usd_cents,network,wallet_address\nX,x@example.com,lots,BASE,0x1\n";
-    let res = app
-        .send(
-            "POST",
-            "/api/v1/employees/import",
-            Some(&app.key),
-            Some(&new_key()),
-            Some(bad.as_bytes().to_vec()),
-            &[("Content-Type", "text/csv")],
-        )
-        .await;
+    let res = app.import_csv(bad).await;
     assert_eq!(res.status, 400);
     assert_eq!(
         res.invalid_fields(),

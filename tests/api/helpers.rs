@@ -262,6 +262,19 @@ impl TestApp {
         self.write_as(&self.key, "POST", path, body).await
     }
 
+    /// `POST /employees/import` of a CSV document.
+    pub async fn import_csv(&self, csv: impl Into<Vec<u8>>) -> Resp {
+        self.send(
+            "POST",
+            "/api/v1/employees/import",
+            Some(&self.key),
+            Some(&new_key()),
+            Some(csv.into()),
+            &[("Content-Type", "text/csv")],
+        )
+        .await
+    }
+
     pub async fn write_as(&self, key: &str, method: &str, path: &str, body: Value) -> Resp {
         let bytes = serde_json::to_vec(&body).expect("json");
         self.send(method, path, Some(key), Some(&new_key()), Some(bytes), &[])

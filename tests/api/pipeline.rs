@@ -273,16 +273,7 @@ async fn hostile_bodies_are_refused_cleanly() {
     })
     .await;
     let csv = "name,email\n".to_owned() + &"a,b@c.de\n".repeat(1000);
-    let res = app
-        .send(
-            "POST",
-            "/api/v1/employees/import",
-            Some(&app.key),
-            Some(&new_key()),
-            Some(csv.into_bytes()),
-            &[("Content-Type", "text/csv")],
-        )
-        .await;
+    let res = app.import_csv(csv).await;
     assert_eq!(res.status, 413);
     assert_eq!(res.json["error"]["details"]["limit_bytes"], 4096);
     assert_eq!(

@@ -60,17 +60,9 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
         note,
         pay_date,
         created_by_key_id,
-        ..new_run(
-            run_id,
-            run_type,
-            is_test_run,
-            (start, end),
-            0,
-            Cents(0),
-            now,
-        )
+        ..new_run(run_id, run_type, is_test_run, (start, end), now)
     };
-    store::insert_run(&*tx, run.clone(), Vec::new()).await?;
+    store::insert_run(&*tx, run.clone()).await?;
     let mut tally = Tally {
         count: 0,
         total: Some(Cents(0)),
@@ -258,14 +250,12 @@ fn new_payout(
     }
 }
 
-/// A DRAFT run of `count` payouts adding up to `total`, with nothing optional set.
+/// A DRAFT run with no payouts yet and nothing optional set.
 fn new_run(
     id: String,
     run_type: RunType,
     is_test_run: bool,
     (period_start, period_end): (DateTime<Utc>, DateTime<Utc>),
-    count: i64,
-    total: Cents,
     now: DateTime<Utc>,
 ) -> payroll_run::Model {
     payroll_run::Model {
@@ -279,11 +269,11 @@ fn new_run(
         period_start,
         period_end,
         pay_date: None,
-        employee_count: count,
-        total_amount_usd_cents: total.0,
+        employee_count: 0,
+        total_amount_usd_cents: 0,
         total_fees_usd_cents: 0,
         stablecoin: Stablecoin::Usdc,
-        pending_count: count,
+        pending_count: 0,
         processing_count: 0,
         completed_count: 0,
         failed_count: 0,

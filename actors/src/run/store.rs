@@ -517,19 +517,18 @@ pub async fn find_overlapping_regular<C: ConnectionTrait>(
         .await
 }
 
-/// Inserts a run and its payouts, the payouts in multi-row statements.
+/// Inserts a run's row (its payouts follow with [`insert_payouts`]).
 pub async fn insert_run<C: ConnectionTrait>(
     conn: &C,
     run: payroll_run::Model,
-    payouts: Vec<payout::Model>,
 ) -> Result<(), DbErr> {
     payroll_run::Entity::insert(run.into_active_model())
         .exec_without_returning(conn)
         .await?;
-    insert_payouts(conn, payouts).await
+    Ok(())
 }
 
-/// New payouts, written in chunks.
+/// New payouts, in multi-row statements.
 pub async fn insert_payouts<C: ConnectionTrait>(
     conn: &C,
     payouts: Vec<payout::Model>,

@@ -16,7 +16,7 @@ use crate::http::{
     audit::AuditRecord,
     body::{merge_errors, parse_partial},
     error::{ApiError, ErrorCode, FieldError},
-    request::{ApiRequest, BodyType},
+    request::{ApiRequest, BodyType, malformed_json},
 };
 
 /// The import rows as JSON objects, from a JSON array or a CSV document with a header row; more
@@ -52,17 +52,7 @@ fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
             let rows = CappedRows(cap)
                 .deserialize(&mut deserializer)
                 .and_then(|rows| deserializer.end().map(|()| rows))
-                .map_err(|e| {
-                    ApiError::validation(vec![FieldError::new(
-                        "",
-                        format!(
-                            "malformed JSON at line {} column {}: {}",
-                            e.line(),
-                            e.column(),
-                            e
-                        ),
-                    )])
-                })?;
+                .map_err(malformed_json)?;
             rows.ok_or_else(too_many)
         }
         BodyType::Csv => {
