@@ -69,7 +69,11 @@ use payroll_actors::views::API_VERSION;
         events::list,
         audit_log::list,
     ),
-    components(schemas(crate::http::envelope::Pagination))
+    components(schemas(
+        crate::http::envelope::Pagination,
+        payroll_entities::WebhookStatus,
+        payroll_entities::DeliveryStatus
+    ))
 )]
 struct ApiDoc;
 
@@ -99,6 +103,7 @@ pub fn document() -> Value {
         "description": "A UUID v4 for this write; send the same key to retry it safely.",
         "schema": {"type": "string", "format": "uuid", "pattern": crate::http::idempotency::KEY_PATTERN}
     });
+    request_constraints(&mut components["schemas"]);
     doc["components"] = components;
 
     let mut paths = doc["paths"]
@@ -115,7 +120,8 @@ pub fn document() -> Value {
         };
         decorate(op, spec);
     }
-    // The /runs aliases: the same operations, marked as aliases so operationIds stay unique.
+    // The /runs aliases: the same operations under `…ViaRunsAlias` operationIds, tagged
+    // `aliases`; idempotency and audit use the canonical operationId (`x-alias-of`).
     let aliases: Vec<(String, Value)> = paths
         .iter()
         .filter_map(|(path, item)| {
@@ -126,9 +132,11 @@ pub fn document() -> Value {
             if let Some(ops) = item.as_object_mut() {
                 for op in ops.values_mut() {
                     if let Some(op) = op.as_object_mut()
-                        && let Some(id) = op.remove("operationId")
+                        && let Some(Value::String(id)) = op.remove("operationId")
                     {
-                        op.insert("x-alias-of".into(), id);
+                        op.insert("operationId".into(), json!(format!("{id}ViaRunsAlias")));
+                        op.insert("x-alias-of".into(), json!(id));
+                        op.insert("tags".into(), json!(["aliases"]));
                     }
                 }
             }
@@ -163,9 +171,23 @@ fn error_schema() -> Value {
     })
 }
 
-/// Adds what the route table knows to one operation.
-/// The paging parameters' bounds, as `Query::page` enforces them (out of range: 400).
-fn bound_paging(op: &mut Value) {
+/// A date-time or a plain date, as `http::dates::DateInput` reads them (CONTRACT §1).
+fn date_input(nullable: bool) -> Value {
+    json!({
+        "type": if nullable { json!(["string", "null"]) } else { json!("string") },
+        "anyOf": [
+            {"format": "date-time"},
+            {"format": "date"},
+            {"pattern": crate::http::dates::LOCAL_DATE_TIME_PATTERN}
+        ],
+        "description": "An ISO 8601 date-time (2026-03-01T00:00:00Z; without an offset it is UTC) or a plain date (2026-03-01)."
+    })
+}
+
+/// The query parameters' schemas, as the handlers read them (`http::query::Query`): paging
+/// bounds, dates, and the closed sets of `sort` and `format`.
+fn query_schemas(op: &mut Value) {
+    let lists_runs = op["operationId"] == "listPayrollRuns";
     let Some(Value::Array(params)) = op.get_mut("parameters") else {
         return;
     };
@@ -180,14 +202,173 @@ fn bound_paging(op: &mut Value) {
             Some("offset") => {
                 json!({"type": "integer", "minimum": 0, "maximum": i64::MAX, "default": 0})
             }
+            Some("created_after" | "created_before" | "after" | "before") => date_input(false),
+            Some("sort") => json!({"type": "string", "enum": runs::RUN_SORTS}),
+            Some("format") => json!({"type": "string", "enum": runs::PAYOUT_FORMATS}),
+            Some("type" | "event_type") if !lists_runs => {
+                json!({"type": "string", "enum": events::filter_kinds()})
+            }
             _ => continue,
         };
         param["schema"] = schema;
     }
 }
 
+/// Merges `extra` into one property of a component schema.
+fn constrain(schemas: &mut Value, schema: &str, property: &str, extra: Value) {
+    let Some(target) = schemas
+        .get_mut(schema)
+        .and_then(|s| s.get_mut("properties"))
+        .and_then(|p| p.get_mut(property))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    if let Value::Object(extra) = extra {
+        if extra.contains_key("anyOf") {
+            // A date input: its formats are the alternatives, not the one the derive wrote.
+            target.remove("format");
+        }
+        target.extend(extra);
+    }
+}
+
+/// What the request validators enforce beyond the types, stated in the request schemas from
+/// the constants the validators use. What JSON Schema cannot state (an EIP-55 checksum, a
+/// Solana key's length in bytes, one date after another, a time in the future, an address
+/// that resolves to a public host) is said in the field's description.
+fn request_constraints(schemas: &mut Value) {
+    use crate::routes::{api_keys::NAME_MAX, employees::input as employee};
+    let name =
+        json!({"minLength": 1, "maxLength": employee::NAME_MAX, "pattern": employee::NAME_PATTERN});
+    let email = json!({"maxLength": employee::EMAIL_MAX, "pattern": employee::EMAIL_PATTERN});
+    let wallet = json!({"pattern": crate::wallet::ADDRESS_PATTERN});
+    for schema in ["EmployeeInput", "EmployeeUpdate"] {
+        constrain(schemas, schema, "name", name.clone());
+        constrain(schemas, schema, "email", email.clone());
+        constrain(schemas, schema, "wallet_address", wallet.clone());
+    }
+    // The address's shape follows the network: Solana's base58, or an EVM 0x address that is
+    // not the zero address (whatever burns what is sent to it).
+    let evm: Vec<&str> = payroll_entities::Network::ALL
+        .iter()
+        .filter(|n| n.is_evm())
+        .map(|n| n.as_str())
+        .collect();
+    if let Some(employee) = schemas.get_mut("EmployeeInput") {
+        employee["if"] = json!({"properties": {"network": {"enum": evm}}, "required": ["network"]});
+        employee["then"] = json!({"properties": {"wallet_address": {
+            "pattern": crate::wallet::EVM_PATTERN, "not": {"pattern": crate::wallet::ZERO_PATTERN}}}});
+        employee["else"] =
+            json!({"properties": {"wallet_address": {"pattern": crate::wallet::SOLANA_PATTERN}}});
+    }
+    let mut scopes = crate::http::auth::all_scope_names();
+    scopes.extend(
+        crate::http::auth::Scope::WILDCARDS
+            .iter()
+            .map(|s| (*s).to_owned()),
+    );
+    constrain(
+        schemas,
+        "CreateApiKeyRequest",
+        "name",
+        json!({"minLength": 1, "maxLength": NAME_MAX, "pattern": employee::NAME_PATTERN}),
+    );
+    constrain(
+        schemas,
+        "CreateApiKeyRequest",
+        "scopes",
+        json!({"minItems": 1, "items": {"type": "string", "enum": scopes}}),
+    );
+    constrain(
+        schemas,
+        "CreateApiKeyRequest",
+        "expires_at",
+        date_input(true),
+    );
+    for field in ["period_start", "period_end"] {
+        constrain(schemas, "CreateRunRequest", field, date_input(false));
+    }
+    constrain(schemas, "CreateRunRequest", "pay_date", date_input(true));
+    constrain(
+        schemas,
+        "CreateRunRequest",
+        "label",
+        json!({"maxLength": runs::create::LABEL_MAX}),
+    );
+    constrain(
+        schemas,
+        "CreateRunRequest",
+        "note",
+        json!({"maxLength": runs::create::NOTE_MAX}),
+    );
+    constrain(
+        schemas,
+        "CreateRunRequest",
+        "employee_ids",
+        json!({"minItems": 1, "uniqueItems": true}),
+    );
+    constrain(schemas, "CreateRunRequest", "items", json!({"minItems": 1}));
+    constrain(
+        schemas,
+        "RunItem",
+        "note",
+        json!({"maxLength": runs::create::ITEM_NOTE_MAX}),
+    );
+    // Regular runs take employee_ids and no items; the others take items and no employee_ids.
+    if let Some(run) = schemas.get_mut("CreateRunRequest") {
+        run["if"] = json!({"properties": {"type": {"enum": ["ad_hoc", "reimbursement"]}}, "required": ["type"]});
+        run["then"] = json!({"required": ["items"], "properties": {"employee_ids": {"type": "null"}, "items": {"type": "array"}}});
+        run["else"] = json!({"properties": {"items": {"type": "null"}}});
+    }
+    constrain(
+        schemas,
+        "CreateTransferRequest",
+        "note",
+        json!({"maxLength": treasury::NOTE_MAX}),
+    );
+    constrain(
+        schemas,
+        "CreateWebhookRequest",
+        "events",
+        json!({"minItems": 1, "maxItems": webhooks::MAX_EVENTS,
+               "items": {"type": "string", "enum": payroll_actors::webhook::subscriptions::all_patterns()}}),
+    );
+    constrain(
+        schemas,
+        "CreateWebhookRequest",
+        "description",
+        json!({"maxLength": webhooks::DESCRIPTION_MAX}),
+    );
+    constrain(
+        schemas,
+        "CreateWebhookRequest",
+        "url",
+        json!({"pattern": "^[Hh][Tt][Tt][Pp][Ss]?://[^\\s]+$"}),
+    );
+    constrain(
+        schemas,
+        "ResolvePayoutRequest",
+        "on_chain_tx_hash",
+        json!({"pattern": "\\S"}),
+    );
+    // A transaction hash only with outcome completed.
+    if let Some(resolve) = schemas.get_mut("ResolvePayoutRequest") {
+        resolve["if"] =
+            json!({"properties": {"outcome": {"const": "failed"}}, "required": ["outcome"]});
+        resolve["then"] = json!({"properties": {"on_chain_tx_hash": {"type": "null"}}});
+    }
+}
+
+/// Adds what the route table knows to one operation.
 fn decorate(op: &mut Value, spec: &RouteSpec) {
-    bound_paging(op);
+    query_schemas(op);
+    if spec.operation == "importEmployees"
+        && let Some(rows) = op.pointer_mut("/requestBody/content/application~1json/schema")
+    {
+        rows["minItems"] = json!(1);
+    }
+    optional_body(op);
     let scopes = spec.scope_names();
     if matches!(spec.access, crate::http::route::Access::AnyKey) {
         op["security"] = json!([{"bearer": []}]);
@@ -240,6 +421,28 @@ fn decorate(op: &mut Value, spec: &RouteSpec) {
     op["responses"] = Value::Object(responses);
 }
 
+/// A body that may be left out is documented as such (`required: false`), not as a JSON
+/// `null`, which the server refuses.
+fn optional_body(op: &mut Value) {
+    let Some(schema) = op.pointer_mut("/requestBody/content/application~1json/schema") else {
+        return;
+    };
+    let inner = schema
+        .get("oneOf")
+        .and_then(Value::as_array)
+        .and_then(|variants| {
+            let mut rest = variants.iter().filter(|v| v["type"] != "null");
+            match (variants.len(), rest.next(), rest.next()) {
+                (2, Some(only), None) => Some(only.clone()),
+                _ => None,
+            }
+        });
+    if let Some(inner) = inner {
+        *schema = inner;
+        op["requestBody"]["required"] = json!(false);
+    }
+}
+
 /// Puts a JSON success schema inside `{data, api_version, request_id}` (and `pagination` for
 /// lists).
 fn wrap_in_envelope(response: &mut Value) {
@@ -273,7 +476,7 @@ fn error_statuses(spec: &RouteSpec) -> Vec<(u16, &'static str)> {
         400,
         "Invalid request (INVALID_REQUEST_BODY, INVALID_QUERY_PARAMETER, UNSUPPORTED_API_VERSION…)",
     )];
-    if !spec.scope_names().is_empty() {
+    if spec.access != crate::http::route::Access::Public {
         out.push((401, "Missing, unknown, revoked or expired API key"));
         out.push((403, "The key lacks the required scope (INSUFFICIENT_SCOPE)"));
         out.push((429, "Rate limited (RATE_LIMITED); see Retry-After"));

@@ -19,6 +19,7 @@ pub fn parse_collecting<T: DeserializeOwned>(value: Value) -> Result<T, Vec<Fiel
 /// field and tries again. Returns what parsed without the bad fields (so that further checks
 /// can run on the rest) and the type errors.
 pub fn parse_partial<T: DeserializeOwned>(mut value: Value) -> (Option<T>, Vec<FieldError>) {
+    integral_numbers_as_integers(&mut value);
     let mut errors = Vec::new();
     for _ in 0..64 {
         match serde_path_to_error::deserialize::<_, T>(&value) {
@@ -45,6 +46,26 @@ pub fn parse_partial<T: DeserializeOwned>(mut value: Value) -> (Option<T>, Vec<F
         }
     }
     (None, errors)
+}
+
+/// JSON Schema, and so the OpenAPI document, counts a number without a fractional part as an
+/// integer (`125.0`, `1e2`); such numbers are read as the integers they are. Anything else
+/// with a fraction stays a type error.
+fn integral_numbers_as_integers(value: &mut Value) {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every integer up to it is exact
+    match value {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(f) = n.as_f64()
+                && f.fract() == 0.0
+                && f.abs() <= EXACT
+            {
+                *value = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers_as_integers),
+        Value::Object(map) => map.values_mut().for_each(integral_numbers_as_integers),
+        _ => {}
+    }
 }
 
 /// Adds `more` to `errors`, skipping fields that already have an error (or one inside them).
@@ -113,6 +134,17 @@ mod tests {
         for f in ["name", "count", "extra", "items[0].amount"] {
             assert!(fields.contains(&f), "{f} missing from {fields:?}");
         }
+    }
+
+    #[test]
+    fn integral_numbers_are_integers_and_fractions_are_not() {
+        let body: Body =
+            parse_collecting(serde_json::json!({"count": 125.0, "items": [{"amount": 1e2}]}))
+                .expect("integral");
+        assert_eq!(body.count, Some(125));
+        assert_eq!(body.items.expect("items")[0].amount, Some(100));
+        let errors = parse_collecting::<Body>(serde_json::json!({"count": 1.5})).expect_err("1.5");
+        assert_eq!(errors[0].field, "count");
     }
 
     #[test]

@@ -4,6 +4,11 @@
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, SubsecRound, TimeZone, Utc};
 use serde::{Deserialize, Deserializer};
 
+/// The date-times without an offset that [`DateInput::parse`] takes (as UTC), for the OpenAPI
+/// document beside `format: date-time` and `format: date`. Days 29 to 31 are left out so that
+/// every string it matches is a real date.
+pub const LOCAL_DATE_TIME_PATTERN: &str = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9](\.[0-9]+)?)?$";
+
 /// Which instant of a plain date's day is meant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DayEdge {

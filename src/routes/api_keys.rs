@@ -20,6 +20,9 @@ use crate::http::{
     resource::find_resource,
 };
 
+/// Most characters in a key's name.
+pub const NAME_MAX: usize = 200;
+
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateApiKeyRequest {
@@ -79,8 +82,16 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let name = body.name.unwrap_or_default();
     if name.trim().is_empty() {
         errors.push(FieldError::new("name", "required: a non-empty name"));
-    } else if name.len() > 200 {
-        errors.push(FieldError::new("name", "at most 200 characters"));
+    } else if name.chars().count() > NAME_MAX {
+        errors.push(FieldError::new(
+            "name",
+            format!("at most {NAME_MAX} characters"),
+        ));
+    } else if name.contains(char::is_control) {
+        errors.push(FieldError::new(
+            "name",
+            "must not contain control characters (line breaks, tabs)",
+        ));
     }
     let scopes = body.scopes.unwrap_or_default();
     if scopes.is_empty() {

@@ -42,6 +42,18 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 
 /// The canonical kind of a `type`-like query value (`run.X` aliases included), or a 400 naming
 /// `field` and the known kinds.
+/// What a `type` filter takes: every event kind and its `run.X` alias.
+pub fn filter_kinds() -> Vec<String> {
+    let mut all: Vec<String> = EVENT_KINDS.iter().map(|k| (*k).to_owned()).collect();
+    all.extend(
+        EVENT_KINDS
+            .iter()
+            .filter_map(|k| k.strip_prefix("payroll.run."))
+            .map(|rest| format!("run.{rest}")),
+    );
+    all
+}
+
 pub fn kind_filter(field: &str, raw: &str) -> Result<String, ApiError> {
     known_kind(raw).ok_or_else(|| {
         ApiError::query(vec![FieldError::new(

@@ -82,8 +82,9 @@ pub fn match_route(
     method: &Method,
     path: &str,
 ) -> Result<(&'static RouteSpec, PathParams), ApiError> {
-    let mut best: Option<(&'static RouteSpec, PathParams)> = None;
-    let mut allowed: Vec<&str> = Vec::new();
+    // A path matches the most literal pattern it can: `/employees/import` is that route, not
+    // the employee `import`, for every method.
+    let mut matches: Vec<(&'static RouteSpec, PathParams)> = Vec::new();
     for spec in ROUTES {
         let params = match_pattern(spec.path, path).or_else(|| {
             spec.path
@@ -95,17 +96,20 @@ pub fn match_route(
                     match_pattern(pattern, p)
                 })
         });
-        let Some(params) = params else { continue };
-        if spec.method == *method {
-            if best.as_ref().is_none_or(|(_, p)| params.len() < p.len()) {
-                best = Some((spec, params));
-            }
-        } else if !allowed.contains(&spec.method.as_str()) {
-            allowed.push(spec.method.as_str());
+        if let Some(params) = params {
+            matches.push((spec, params));
         }
     }
-    if let Some(found) = best {
-        return Ok(found);
+    let fewest = matches.iter().map(|(_, p)| p.len()).min().unwrap_or(0);
+    matches.retain(|(_, p)| p.len() == fewest);
+    let mut allowed: Vec<&str> = Vec::new();
+    for (spec, params) in matches {
+        if spec.method == *method {
+            return Ok((spec, params));
+        }
+        if !allowed.contains(&spec.method.as_str()) {
+            allowed.push(spec.method.as_str());
+        }
     }
     if allowed.is_empty() {
         Err(route_not_found(method.as_str(), &format!("/api/v1{path}")))
@@ -180,6 +184,11 @@ mod tests {
         assert_eq!(err.code, ErrorCode::MethodNotAllowed);
         assert_eq!(err.details["allowed_methods"], json!(["GET", "POST"]));
         assert!(match_route(&Method::GET, "/employees/").is_err());
+        // A literal segment is its own resource: its methods, not those of `{employee_id}`.
+        let err = match_route(&Method::OPTIONS, "/employees/import").expect_err("405");
+        assert_eq!(err.details["allowed_methods"], json!(["POST"]));
+        let err = match_route(&Method::DELETE, "/api-keys/current").expect_err("405");
+        assert_eq!(err.details["allowed_methods"], json!(["GET"]));
     }
 
     #[test]

@@ -34,10 +34,10 @@ pub struct ResolvePayoutRequest {
     #[schema(value_type = ResolvedOutcome, required)]
     pub outcome: Option<ResolvedOutcome>,
     /// With `completed`: the transaction hash, where known.
-    #[schema(value_type = String, min_length = 1, max_length = 200)]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
     pub on_chain_tx_hash: Option<String>,
     /// What was found, for the audit log (and the failed reason).
-    #[schema(value_type = String, max_length = 1000)]
+    #[schema(value_type = Option<String>, max_length = 1000)]
     pub note: Option<String>,
 }
 

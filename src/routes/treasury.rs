@@ -27,6 +27,9 @@ use crate::{
     routes::runs::exchange_failed,
 };
 
+/// Most characters in a transfer's note.
+pub const NOTE_MAX: usize = 1000;
+
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ExchangeAccount {
     /// `sandbox` or `okx`.
@@ -164,8 +167,15 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
         Some(a) if a > MAX_MONEY_CENTS => checks.push(money_over_limit("amount_usd_cents")),
         Some(_) => {}
     }
-    if body.note.as_ref().is_some_and(|n| n.chars().count() > 1000) {
-        checks.push(FieldError::new("note", "at most 1000 characters"));
+    if body
+        .note
+        .as_ref()
+        .is_some_and(|n| n.chars().count() > NOTE_MAX)
+    {
+        checks.push(FieldError::new(
+            "note",
+            format!("at most {NOTE_MAX} characters"),
+        ));
     }
     merge_errors(&mut errors, checks);
     if !errors.is_empty() {

@@ -35,6 +35,10 @@ use crate::http::{
 /// A webhook endpoint. `secret` appears only in the create and rotate-secret answers (and is
 /// null in their idempotent replays: rotate again if it was lost). No `Debug`: it may hold the
 /// secret.
+/// Most subscriptions of one endpoint, and most characters in its description.
+pub const MAX_EVENTS: usize = 50;
+pub const DESCRIPTION_MAX: usize = 1000;
+
 #[derive(Clone, Serialize, ToSchema)]
 pub struct WebhookEndpointResource {
     pub id: String,
@@ -215,9 +219,10 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             "events",
             format!("must not be empty; choose from {}", valid_patterns_hint()),
         )),
-        Some(events) if events.len() > 50 => {
-            checks.push(FieldError::new("events", "at most 50 entries"))
-        }
+        Some(events) if events.len() > MAX_EVENTS => checks.push(FieldError::new(
+            "events",
+            format!("at most {MAX_EVENTS} entries"),
+        )),
         Some(events) => {
             for (i, e) in events.iter().enumerate() {
                 if !is_valid_pattern(e) {
@@ -232,9 +237,12 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     if body
         .description
         .as_ref()
-        .is_some_and(|d| d.chars().count() > 1000)
+        .is_some_and(|d| d.chars().count() > DESCRIPTION_MAX)
     {
-        checks.push(FieldError::new("description", "at most 1000 characters"));
+        checks.push(FieldError::new(
+            "description",
+            format!("at most {DESCRIPTION_MAX} characters"),
+        ));
     }
     let url = match &body.url {
         None => {
@@ -303,13 +311,13 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 }
 
 #[utoipa::path(get, path = "/webhooks", operation_id = "listWebhooks", tag = "webhooks",
-    params(("status" = Option<String>, Query, description = "ACTIVE or DISABLED"),
+    params(("status" = Option<WebhookStatus>, Query),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Endpoints, newest first (no secrets)", body = Vec<WebhookEndpointResource>)))]
 #[tracing::instrument(skip_all)]
 pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
-    let status = query.parsed("status", WebhookStatus::parse, "ACTIVE, DISABLED");
+    let status = query.parsed("status", WebhookStatus::parse, &WebhookStatus::spellings());
     let page = query.page();
     query.finish(&["status", "limit", "offset"])?;
     let mut select =
@@ -470,7 +478,7 @@ pub async fn test(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 
 #[utoipa::path(get, path = "/webhooks/{webhook_id}/deliveries", operation_id = "listWebhookDeliveries", tag = "webhooks",
     params(("webhook_id" = String, Path),
-        ("status" = Option<String>, Query, description = "PENDING, SUCCEEDED or FAILED"),
+        ("status" = Option<DeliveryStatus>, Query),
         ("event_type" = Option<String>, Query, description = "an event kind"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Deliveries with every attempt, newest first", body = Vec<DeliveryResource>)))]
@@ -480,7 +488,7 @@ pub async fn deliveries(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let status = query.parsed(
         "status",
         DeliveryStatus::parse,
-        "PENDING, SUCCEEDED, FAILED",
+        &DeliveryStatus::spellings(),
     );
     let event_type = query.str("event_type");
     let page = query.page();

@@ -54,7 +54,28 @@ async fn the_document_covers_every_served_route() {
                 .get(&alias)
                 .unwrap_or_else(|| panic!("{alias} missing"))[&method];
             assert_eq!(aliased["x-alias-of"], spec.operation);
-            assert!(aliased.get("operationId").is_none());
+            let alias_id = format!("{}ViaRunsAlias", spec.operation);
+            assert_eq!(aliased["operationId"], alias_id.as_str());
+            assert_eq!(aliased["tags"], serde_json::json!(["aliases"]));
+        }
+        // A body the server reads must be an object it knows entirely (unknown fields: 400),
+        // and a body that may be left out is not documented as JSON null.
+        if let Some(body) = op.get("requestBody") {
+            let schema = &body["content"]["application/json"]["schema"];
+            assert!(schema.get("oneOf").is_none(), "{spec:?}: {schema}");
+            let schema = if schema["type"] == "array" {
+                &schema["items"]
+            } else {
+                schema
+            };
+            let name = schema["$ref"]
+                .as_str()
+                .and_then(|r| r.strip_prefix("#/components/schemas/"))
+                .unwrap_or_else(|| panic!("{spec:?}: body is not a named schema"));
+            assert_eq!(
+                doc["components"]["schemas"][name]["additionalProperties"], false,
+                "{name}"
+            );
         }
     }
     // Nothing documented that is not served.
@@ -234,4 +255,64 @@ async fn enumerations_are_documented_in_their_wire_spelling() {
         assert_eq!(documented, spellings, "{name}");
     }
     assert_eq!(schemas["ApiKeyStatus"]["enum"][0], "ACTIVE");
+}
+
+/// The closed sets and date forms of query parameters are the server's: every documented value
+/// is taken, and a value outside them (an empty one included) is refused.
+#[actix_web::test]
+async fn query_value_sets_and_dates_are_the_servers() {
+    let app = spawn_app().await;
+    let res = app
+        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
+        .await;
+    let doc = &res.json;
+    let param = |path: &str, name: &str| -> Value {
+        doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+            .unwrap_or_else(|| panic!("{path} {name}"))["schema"]
+            .clone()
+    };
+    let sorts = param("/payroll-runs", "sort");
+    for sort in sorts["enum"].as_array().expect("sort enum") {
+        let sort = sort.as_str().expect("text");
+        let res = app.get(&format!("/api/v1/payroll-runs?sort={sort}")).await;
+        assert_eq!(res.status, 200, "{sort}: {}", res.text);
+    }
+    let kinds = param("/events", "type");
+    for kind in kinds["enum"].as_array().expect("type enum") {
+        let kind = kind.as_str().expect("text");
+        let res = app.get(&format!("/api/v1/events?type={kind}")).await;
+        assert_eq!(res.status, 200, "{kind}: {}", res.text);
+    }
+    assert!(param("/webhooks", "status")["$ref"].is_string());
+    let dates = param("/payroll-runs", "created_after");
+    let local = dates["anyOf"][2]["pattern"]
+        .as_str()
+        .expect("local pattern");
+    let local = regex::Regex::new(local).expect("regex");
+    for (value, documented, status) in [
+        ("2026-03-01T00:00:00Z", true, 200),
+        ("2026-03-01", true, 200),
+        ("2026-03-01T10:30", true, 200),
+        ("2026-03-01T10:30:15.5", true, 200),
+        ("", false, 400),
+        ("yesterday", false, 400),
+    ] {
+        let path = format!("/api/v1/payroll-runs?created_after={value}");
+        assert_eq!(app.get(&path).await.status, status, "{value}");
+        if value.contains('T') && !value.ends_with('Z') {
+            assert_eq!(local.is_match(value), documented, "{value}");
+        }
+    }
+    for (path, bad) in [
+        ("/api/v1/payroll-runs?sort=", "sort"),
+        ("/api/v1/payroll-runs?sort=name", "sort"),
+        ("/api/v1/events?type=", "type"),
+        ("/api/v1/webhooks?status=", "status"),
+    ] {
+        let res = app.get(path).await;
+        assert_eq!(res.status, 400, "{path}");
+        assert_eq!(res.invalid_fields(), vec![bad.to_owned()], "{path}");
+    }
 }

@@ -11,6 +11,19 @@ pub fn is_valid_pattern(pattern: &str) -> bool {
     WILDCARDS.contains(&c.as_str()) || EVENT_KINDS.contains(&c.as_str())
 }
 
+/// Every accepted subscription, `run.X` aliases included: what the OpenAPI document lists.
+pub fn all_patterns() -> Vec<String> {
+    let mut all: Vec<String> = WILDCARDS.iter().map(|w| (*w).to_owned()).collect();
+    all.extend(EVENT_KINDS.iter().map(|k| (*k).to_owned()));
+    all.extend(
+        EVENT_KINDS
+            .iter()
+            .filter_map(|k| k.strip_prefix("payroll.run."))
+            .map(|rest| format!("run.{rest}")),
+    );
+    all
+}
+
 /// Every accepted subscription, for error messages.
 pub fn valid_patterns_hint() -> String {
     let mut all: Vec<String> = WILDCARDS.iter().map(|w| (*w).to_owned()).collect();
@@ -36,6 +49,13 @@ pub fn subscribes(patterns: &[String], kind: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_listed_pattern_is_accepted() {
+        let all = all_patterns();
+        assert!(all.contains(&"run.completed".to_owned()));
+        assert!(all.iter().all(|p| is_valid_pattern(p)), "{all:?}");
+    }
 
     fn p(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| (*s).to_owned()).collect()

@@ -127,6 +127,18 @@ pub struct ImportResult {
     pub total: u64,
 }
 
+/// Most characters in an employee's name.
+pub const NAME_MAX: usize = 200;
+/// A name: something besides white space, and no control characters (it goes into email
+/// headers).
+pub const NAME_PATTERN: &str =
+    r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";
+/// Most characters in an email address.
+pub const EMAIL_MAX: usize = 254;
+/// What [`is_plausible_email`] takes: a local part, `@`, a domain with a dot inside it, no
+/// white space.
+pub const EMAIL_PATTERN: &str = r"^\s*[^@\s]+@[^@\s.][^@\s]*\.[^@\s]*[^@\s.]\s*$";
+
 pub fn is_plausible_email(email: &str) -> bool {
     let Some((local, domain)) = email.split_once('@') else {
         return false;
@@ -137,7 +149,7 @@ pub fn is_plausible_email(email: &str) -> bool {
         && !domain.ends_with('.')
         && !email.contains(char::is_whitespace)
         && !domain.contains('@')
-        && email.len() <= 254
+        && email.chars().count() <= EMAIL_MAX
 }
 
 /// A complete, valid set of employee fields.
@@ -163,28 +175,33 @@ pub fn validate(
 ) -> Option<ValidEmployee> {
     let before = errors.len();
     let field = |name: &str| format!("{prefix}{name}");
-    let name = input.name.as_deref().map(str::trim).unwrap_or_default();
+    let raw_name = input.name.as_deref().unwrap_or_default();
+    let name = raw_name.trim();
     if name.is_empty() {
         errors.push(FieldError::new(
             field("name"),
             "required: the employee's name",
         ));
-    } else if name.len() > 200 {
-        errors.push(FieldError::new(field("name"), "at most 200 characters"));
-    } else if name.contains(char::is_control) {
+    } else if raw_name.chars().count() > NAME_MAX {
+        errors.push(FieldError::new(
+            field("name"),
+            format!("at most {NAME_MAX} characters"),
+        ));
+    } else if raw_name.contains(char::is_control) {
         // A name goes into the payee's email headers: no line break may smuggle one in.
         errors.push(FieldError::new(
             field("name"),
             "must not contain control characters (line breaks, tabs)",
         ));
     }
-    let email = input.email.as_deref().map(str::trim).unwrap_or_default();
+    let raw_email = input.email.as_deref().unwrap_or_default();
+    let email = raw_email.trim();
     if email.is_empty() {
         errors.push(FieldError::new(
             field("email"),
             "required: the employee's email address",
         ));
-    } else if !is_plausible_email(email) {
+    } else if !is_plausible_email(email) || raw_email.chars().count() > EMAIL_MAX {
         errors.push(FieldError::new(field("email"), "not an email address"));
     }
     match input.salary_usd_cents {

@@ -57,6 +57,11 @@ pub struct CreateRunRequest {
     pub items: Option<Vec<serde_json::Value>>,
 }
 
+/// Most characters in a run's label, its note and an item's note.
+pub const LABEL_MAX: usize = 200;
+pub const NOTE_MAX: usize = 2000;
+pub const ITEM_NOTE_MAX: usize = 500;
+
 pub fn check_len(errors: &mut Vec<FieldError>, field: &str, value: Option<&str>, max: usize) {
     if value.is_some_and(|v| v.chars().count() > max) {
         errors.push(FieldError::new(field, format!("at most {max} characters")));
@@ -86,8 +91,8 @@ pub fn create_run(req: &ApiRequest) -> Result<CreateRun, ApiError> {
     {
         errors.push(FieldError::new("period_end", "must be after period_start"));
     }
-    check_len(&mut errors, "label", body.label.as_deref(), 200);
-    check_len(&mut errors, "note", body.note.as_deref(), 2000);
+    check_len(&mut errors, "label", body.label.as_deref(), LABEL_MAX);
+    check_len(&mut errors, "note", body.note.as_deref(), NOTE_MAX);
     let run_type = body.run_type.unwrap_or(RunType::Regular);
     let is_test_run = body.is_test_run.unwrap_or(false);
     match (run_type, &body.items, &body.employee_ids) {
@@ -180,7 +185,7 @@ pub fn create_run(req: &ApiRequest) -> Result<CreateRun, ApiError> {
                 &mut errors,
                 &format!("{field}.note"),
                 item.note.as_deref(),
-                500,
+                ITEM_NOTE_MAX,
             );
             if let Some(id) = &item.employee_id {
                 wanted.push((

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 mod commands;
-mod create;
+pub mod create;
 mod csv;
 
 pub use commands::{BalanceCheckResource, exchange_failed, send};
@@ -83,6 +83,16 @@ pub async fn show_run<C: ConnectionTrait>(
     ))
 }
 
+/// The orders `GET /payroll-runs` takes in `sort`.
+pub const RUN_SORTS: [&str; 4] = [
+    "created_at",
+    "-created_at",
+    "total_amount_usd_cents",
+    "-total_amount_usd_cents",
+];
+/// The `format` values of `GET /payroll-runs/{run_id}/payouts`.
+pub const PAYOUT_FORMATS: [&str; 2] = ["json", "csv"];
+
 #[utoipa::path(get, path = "/payroll-runs", operation_id = "listPayrollRuns", tag = "payroll-runs",
     params(
         ("status" = Option<RunStatus>, Query), ("type" = Option<RunType>, Query),
@@ -105,13 +115,8 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let created_before = query.datetime("created_before");
     let sort = query.parsed(
         "sort",
-        |s| match s {
-            "created_at" | "-created_at" | "total_amount_usd_cents" | "-total_amount_usd_cents" => {
-                Some(s.to_owned())
-            }
-            _ => None,
-        },
-        "created_at, -created_at, total_amount_usd_cents, -total_amount_usd_cents",
+        |s| RUN_SORTS.contains(&s).then(|| s.to_owned()),
+        &RUN_SORTS.join(", "),
     );
     let page = query.page();
     query.finish(&[
@@ -202,15 +207,16 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     params(("run_id" = String, Path), ("status" = Option<PayoutStatus>, Query),
         ("format" = Option<String>, Query, description = "`csv` streams every payout as CSV (also with Accept: text/csv)"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
-    responses((status = 200, description = "Payouts of the run, newest first; or all of them as text/csv", body = Vec<PayoutResource>)))]
+    responses((status = 200, description = "Payouts of the run, newest first; or all of them as text/csv (a header row, then one row a payout)",
+        content((Vec<PayoutResource> = "application/json"), (String = "text/csv")))))]
 #[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn payouts(req: ApiRequest, http: HttpRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let status = query.parsed("status", PayoutStatus::parse, &PayoutStatus::spellings());
     let format = query.parsed(
         "format",
-        |s| matches!(s, "json" | "csv").then(|| s.to_owned()),
-        "json, csv",
+        |s| PAYOUT_FORMATS.contains(&s).then(|| s.to_owned()),
+        &PAYOUT_FORMATS.join(", "),
     );
     let page = query.page();
     query.finish(&["status", "format", "limit", "offset"])?;

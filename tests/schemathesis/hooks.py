@@ -1,0 +1,193 @@
+"""Schemathesis hooks for the payroll API.
+
+The OpenAPI document states every constraint that JSON Schema can state. A few rules it can only
+describe in words, because they depend on another field, on a checksum or on the clock; these
+hooks bring generated values that already fit the document's shapes in line with those rules, so
+that schemathesis tests the operations rather than those rules (which the API suite tests):
+
+- Idempotency-Key: a well-formed key is replaced by a fresh UUID v4 for every request. Reusing a
+  key for a different request is refused with 422 IDEMPOTENCY_KEY_REUSED by design.
+- wallet_address: a Solana network takes the base58 of 32 bytes; an EVM network takes 0x and 40
+  hex characters whose mixed case must be an EIP-55 checksum (lower case needs none), and never
+  the zero address.
+- contract_end_date not before contract_start_date; period_end after period_start; expires_at in
+  the future.
+- a patch of an employee's wallet or contract end that does not fit the stored network or start
+  date, and a run whose payees do not exist, are INACTIVE or have no salary: these depend on what
+  the database holds, so schemathesis.toml lets those operations answer 400 and the checks
+  below fail any other 400.
+- one item per employee in a run; one row per email in an import.
+- the run's own API key is not revoked (every later request would be refused with 401).
+- a webhook url: the run's server allows http:// and private addresses, and the url of a valid
+  case is replaced by one on the loopback (a generated host does not resolve here).
+"""
+
+import datetime
+import os
+import re
+import secrets
+import uuid
+
+import schemathesis
+
+UUID_V4 = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$")
+ADDRESS = re.compile(r"^\s*(0x[0-9a-fA-F]{40}|[1-9A-HJ-NP-Za-km-z]{32,44})\s*$")
+BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+
+
+def base58(data: bytes) -> str:
+    n = int.from_bytes(data, "big")
+    out = ""
+    while n:
+        n, r = divmod(n, 58)
+        out = BASE58[r] + out
+    return "1" * (len(data) - len(data.lstrip(b"\0"))) + out
+
+
+def instant(raw):
+    """A date or date-time as the API reads it, or None."""
+    if not isinstance(raw, str):
+        return None
+    text = raw.strip()
+    try:
+        if len(text) == 10:
+            day = datetime.date.fromisoformat(text)
+            return datetime.datetime(day.year, day.month, day.day, tzinfo=datetime.timezone.utc)
+        value = datetime.datetime.fromisoformat(text.replace("z", "Z").replace("t", "T"))
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    try:
+        return value.astimezone(datetime.timezone.utc)
+    except (OverflowError, ValueError):
+        return None
+
+
+def fix_employee(row):
+    network = row.get("network")
+    wallet = row.get("wallet_address")
+    if isinstance(wallet, str) and ADDRESS.match(wallet):
+        if network == "SOLANA":
+            row["wallet_address"] = base58(b"\x01" + secrets.token_bytes(31))
+        else:
+            row["wallet_address"] = "0x" + secrets.token_hex(20)
+    start, end = row.get("contract_start_date"), row.get("contract_end_date")
+    if isinstance(start, str) and isinstance(end, str) and end < start:
+        row["contract_start_date"], row["contract_end_date"] = end, start
+
+
+def fix_body(body):
+    if not isinstance(body, dict):
+        return
+    fix_employee(body)
+    start, end = instant(body.get("period_start")), instant(body.get("period_end"))
+    if isinstance(body.get("period_start"), str) and isinstance(body.get("period_end"), str):
+        # Unreadable here (year 0000): replaced too.
+        if start is None or end is None or end <= start:
+            body["period_start"], body["period_end"] = "2026-01-01", "2026-01-31"
+    raw = body.get("expires_at")
+    expires = instant(raw)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    past = expires <= now if expires is not None else (
+        # Years Python's datetime cannot hold (0000), or an offset-less form it cannot read.
+        isinstance(raw, str) and bool(re.match(r"^\d{4}-", raw)) and int(raw[:4]) <= now.year
+    )
+    if past:
+        body["expires_at"] = "2999-01-01T00:00:00Z"
+    items = body.get("items")
+    if isinstance(items, list):
+        seen = set()
+        kept = []
+        for item in items:
+            key = item.get("employee_id") if isinstance(item, dict) else None
+            if isinstance(key, str):
+                if key in seen:
+                    continue
+                seen.add(key)
+            kept.append(item)
+        body["items"] = kept
+    if isinstance(body.get("url"), str):
+        body["url"] = "http://127.0.0.1:9/hooks"
+
+
+def fix_import(rows):
+    emails = set()
+    for i, row in enumerate(rows):
+        if isinstance(row, dict):
+            fix_employee(row)
+            email = row.get("email")
+            if isinstance(email, str):
+                if email.strip().lower() in emails:
+                    row["email"] = f"row{i}.{email.strip()}"
+                emails.add(row["email"].strip().lower())
+
+
+# A case-level hook: schemathesis applies it in every phase, coverage included. Only cases
+# meant to be valid are changed; a case meant to be invalid is sent as generated.
+@schemathesis.hook
+def map_case(ctx, case):
+    if case.meta is not None and not case.meta.generation.mode.is_positive:
+        return case
+    headers = case.headers
+    if headers and isinstance(headers.get("Idempotency-Key"), str) and UUID_V4.match(headers["Idempotency-Key"]):
+        headers["Idempotency-Key"] = str(uuid.uuid4())
+    if isinstance(case.body, list):
+        fix_import(case.body)
+    else:
+        fix_body(case.body)
+    return case
+
+
+@schemathesis.hook
+def filter_case(ctx, case):
+    own = os.environ.get("PAYROLL_SCHEMATHESIS_KEY_ID")
+    revokes = case.method.upper() == "DELETE" and case.path.startswith("/api-keys/")
+    return not (revokes and own and (case.path_parameters or {}).get("key_id") == own)
+
+
+# The 400s that schema-valid data can get from what the database holds (see
+# schemathesis.toml); nothing else may be a 400 of schema-valid data.
+PAYEE_ERRORS = re.compile(
+    r"^(no employee with id |employee \S+ is INACTIVE$|employee \S+ has no salary to pay$"
+    r"|no ACTIVE employee with a salary above 0 has a contract covering the period)"
+)
+
+
+STORED_EMPLOYEE_ERRORS = re.compile(r"^(.* \(network [A-Z]+\)$|must not be before contract_start_date$)")
+
+
+def positive_400_errors(case, response, method, paths):
+    if case.method.upper() != method or not any(re.fullmatch(p, case.path) for p in paths):
+        return None
+    if response.status_code != 400 or case.meta is None or not case.meta.generation.mode.is_positive:
+        return None
+    return response.json()["error"]["details"].get("validation_errors", [])
+
+
+@schemathesis.check
+def run_refusals_name_payees(ctx, response, case):
+    errors = positive_400_errors(case, response, "POST", [r"/payroll-runs", r"/runs"])
+    if errors is None:
+        return None
+    others = [e for e in errors if not PAYEE_ERRORS.match(e.get("message", ""))]
+    assert errors and not others, f"schema-valid run refused for other reasons: {others or errors}"
+    return True
+
+
+@schemathesis.check
+def patch_refusals_name_stored_fields(ctx, response, case):
+    errors = positive_400_errors(case, response, "PATCH", [r"/employees/\{employee_id\}"])
+    if errors is None:
+        return None
+    body = case.body if isinstance(case.body, dict) else {}
+    others = [
+        e
+        for e in errors
+        if not STORED_EMPLOYEE_ERRORS.match(e.get("message", ""))
+        # The body's own network cannot be the one refused; only the stored one can.
+        or (e.get("field") == "wallet_address" and body.get("network") is not None)
+        or (e.get("field") == "contract_end_date" and body.get("contract_start_date") is not None)
+    ]
+    assert errors and not others, f"schema-valid patch refused for other reasons: {others or errors}"
+    return True
