@@ -270,6 +270,11 @@ impl Client {
         })
     }
 
+    /// The server's base URL, without a trailing slash.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
     /// Sends a call. A write carries this invocation's Idempotency-Key, the same on the
     /// retries that follow a connection error or a 5xx (three at most, with backoff).
     pub async fn send(&self, call: &Call) -> Result<Answer, Failure> {
@@ -281,7 +286,9 @@ impl Client {
         self.send_with_key(call, key).await
     }
 
-    async fn send_with_key(&self, call: &Call, key: Option<String>) -> Result<Answer, Failure> {
+    /// Sends a call with this Idempotency-Key (none for a read), the same on the retries that
+    /// follow a connection error or a 5xx.
+    pub async fn send_with_key(&self, call: &Call, key: Option<String>) -> Result<Answer, Failure> {
         let mut url = format!("{}/api/v1{}", self.base_url, call.path);
         if !call.query.is_empty() {
             let query: Vec<String> = call
@@ -477,7 +484,9 @@ impl Client {
     }
 }
 
-fn encode(s: &str) -> String {
+/// Percent-encodes everything but RFC 3986's unreserved characters (a query value, a path
+/// segment).
+pub fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
