@@ -167,7 +167,8 @@ impl Answer {
 
 pub struct Client {
     http: awc::Client,
-    base_url: String,
+    /// Without a trailing slash.
+    pub base_url: String,
     api_key: String,
     pub format: Format,
     idempotency_key: Option<String>,
@@ -270,11 +271,6 @@ impl Client {
         })
     }
 
-    /// The server's base URL, without a trailing slash.
-    pub fn base_url(&self) -> &str {
-        &self.base_url
-    }
-
     /// Sends a call. A write carries this invocation's Idempotency-Key, the same on the
     /// retries that follow a connection error or a 5xx (three at most, with backoff).
     pub async fn send(&self, call: &Call) -> Result<Answer, Failure> {
@@ -286,8 +282,7 @@ impl Client {
         self.send_with_key(call, key).await
     }
 
-    /// Sends a call with this Idempotency-Key (none for a read), the same on the retries that
-    /// follow a connection error or a 5xx.
+    /// Sends a call with this Idempotency-Key (none for a read), kept on its retries.
     pub async fn send_with_key(&self, call: &Call, key: Option<String>) -> Result<Answer, Failure> {
         let mut url = format!("{}/api/v1{}", self.base_url, call.path);
         if !call.query.is_empty() {
@@ -484,8 +479,7 @@ impl Client {
     }
 }
 
-/// Percent-encodes everything but RFC 3986's unreserved characters (a query value, a path
-/// segment).
+/// Percent-encodes all but RFC 3986's unreserved characters (query values, path segments).
 pub fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {

@@ -312,6 +312,7 @@ pub fn allowed(tool: &ToolSpec, granted: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::hints::WRITES;
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| s.to_string()).collect()
@@ -349,6 +350,30 @@ mod tests {
             .filter(|t| t.path.starts_with("/payroll-runs"))
             .count();
         assert_eq!(runs, 11);
+    }
+
+    #[test]
+    fn every_write_of_the_document_is_decided_and_no_other() {
+        let document = crate::openapi::document();
+        let writes: Vec<String> = canonical_operations(&document)
+            .into_iter()
+            .filter(|op| op.method != "get")
+            .map(|op| op.operation_id)
+            .collect();
+        let undecided: Vec<&String> = writes
+            .iter()
+            .filter(|id| !WRITES.iter().any(|(w, _)| w == id))
+            .collect();
+        assert!(
+            undecided.is_empty(),
+            "writes without a decision in WRITES: {undecided:?}"
+        );
+        let stale: Vec<&str> = WRITES
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| !writes.iter().any(|w| w == id))
+            .collect();
+        assert!(stale.is_empty(), "WRITES names no such write: {stale:?}");
     }
 
     #[test]

@@ -51,7 +51,7 @@ impl PayrollMcp {
         if let Some(granted) = self.granted.borrow().as_ref() {
             return Ok(granted.clone());
         }
-        let base = self.client.base_url().to_owned();
+        let base = self.client.base_url.clone();
         let answer = self
             .client
             .send_with_key(&Call::get("/api-keys/current"), None)
