@@ -4,6 +4,7 @@
 pub mod cli;
 pub mod config;
 pub mod http;
+pub mod mcp;
 pub mod openapi;
 pub mod routes;
 pub mod sqlite_lock;

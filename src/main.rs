@@ -23,6 +23,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve | Command::Migrate | Command::Admin(_) => server(cli),
+        Command::Mcp => mcp(cli),
         Command::Completions { shell } => {
             let mut command = Cli::command();
             clap_complete::generate(shell, &mut command, "payroll", &mut std::io::stdout());
@@ -32,23 +33,50 @@ fn main() -> ExitCode {
     }
 }
 
+/// The API client of a client command: flags and environment over the profile.
+fn api_client(cli: &Cli) -> Result<Client, Failure> {
+    let profile = payroll::cli::client::load_profile(cli.profile.as_deref())?;
+    let base_url = cli
+        .base_url
+        .clone()
+        .or(profile.base_url)
+        .unwrap_or_else(|| "http://127.0.0.1:8080".to_owned());
+    let api_key = cli.api_key.clone().or(profile.api_key);
+    let ca_cert = cli.ca_cert.clone().or(profile.ca_cert);
+    Client::new(
+        &base_url,
+        api_key,
+        cli.format,
+        cli.idempotency_key.clone(),
+        ca_cert.as_deref(),
+    )
+}
+
+/// `payroll mcp`: the MCP server on stdio, until the host closes it.
+fn mcp(cli: Cli) -> ExitCode {
+    actix_web::rt::System::new().block_on(async move {
+        let client = match api_client(&cli) {
+            Ok(client) => client,
+            Err(Failure::Usage(why)) => {
+                eprintln!("payroll: {why}");
+                return ExitCode::from(2);
+            }
+            Err(other) => return ExitCode::from(other.exit_code()),
+        };
+        match payroll::mcp::serve(client).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("payroll: {err:#}");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
 /// A client command: one API operation over HTTP.
 fn client(cli: Cli) -> ExitCode {
     let result = actix_web::rt::System::new().block_on(async move {
-        let profile = payroll::cli::client::load_profile(cli.profile.as_deref())?;
-        let base_url = cli
-            .base_url
-            .or(profile.base_url)
-            .unwrap_or_else(|| "http://127.0.0.1:8080".to_owned());
-        let api_key = cli.api_key.or(profile.api_key);
-        let ca_cert = cli.ca_cert.or(profile.ca_cert);
-        let client = Client::new(
-            &base_url,
-            api_key,
-            cli.format,
-            cli.idempotency_key,
-            ca_cert.as_deref(),
-        )?;
+        let client = api_client(&cli)?;
         commands::execute(&client, cli.command).await
     });
     match result {

@@ -80,6 +80,12 @@ pub enum Command {
     Webhooks(WebhooksCommand),
     /// Print the OpenAPI document.
     Openapi,
+    /// Serve the Model Context Protocol on stdio: one tool per API operation the key's scopes
+    /// allow, for an agent host (Claude Desktop, an IDE, an MCP SDK).
+    #[command(
+        after_help = "Example (an MCP host's configuration):\n  {\"mcpServers\": {\"payroll\": {\"command\": \"payroll\", \"args\": [\"mcp\"],\n    \"env\": {\"PAYROLL_API_KEY\": \"mpk_live_…\", \"PAYROLL_BASE_URL\": \"http://127.0.0.1:8080\"}}}}"
+    )]
+    Mcp,
     /// Print shell completions.
     #[command(after_help = "Example:\n  payroll completions bash > /etc/bash_completion.d/payroll")]
     Completions { shell: clap_complete::Shell },

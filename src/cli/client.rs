@@ -167,7 +167,8 @@ impl Answer {
 
 pub struct Client {
     http: awc::Client,
-    base_url: String,
+    /// Without a trailing slash.
+    pub base_url: String,
     api_key: String,
     pub format: Format,
     idempotency_key: Option<String>,
@@ -281,7 +282,8 @@ impl Client {
         self.send_with_key(call, key).await
     }
 
-    async fn send_with_key(&self, call: &Call, key: Option<String>) -> Result<Answer, Failure> {
+    /// Sends a call with this Idempotency-Key (none for a read), kept on its retries.
+    pub async fn send_with_key(&self, call: &Call, key: Option<String>) -> Result<Answer, Failure> {
         let mut url = format!("{}/api/v1{}", self.base_url, call.path);
         if !call.query.is_empty() {
             let query: Vec<String> = call
@@ -477,7 +479,8 @@ impl Client {
     }
 }
 
-fn encode(s: &str) -> String {
+/// Percent-encodes all but RFC 3986's unreserved characters (query values, path segments).
+pub fn encode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {

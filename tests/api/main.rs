@@ -14,6 +14,7 @@ mod helpers;
 mod idempotency;
 mod instances;
 mod layout;
+mod mcp;
 mod metrics;
 mod okx;
 mod okx_standin;
