@@ -193,6 +193,9 @@ fn tool(op: &Operation, document: &Value) -> ToolSpec {
             field.to_owned()
         }
     };
+    // The body's own conditions (a wallet's shape by network, a run's items by type) hold for
+    // the arguments too when they keep the fields' names.
+    let mut conditions = Map::new();
     let body = match &body_schema {
         None => Body::None,
         Some(schema) => {
@@ -214,6 +217,13 @@ fn tool(op: &Operation, document: &Value) -> ToolSpec {
                         renamed.push((argument.clone(), field.clone()));
                     }
                     properties.insert(argument, schema.clone());
+                }
+                if renamed.is_empty() {
+                    for key in ["if", "then", "else"] {
+                        if let Some(condition) = object.get(key) {
+                            conditions.insert(key.into(), condition.clone());
+                        }
+                    }
                 }
                 if body_required {
                     for field in field_required {
@@ -259,6 +269,7 @@ fn tool(op: &Operation, document: &Value) -> ToolSpec {
     if !required.is_empty() {
         input_schema.insert("required".into(), json!(required));
     }
+    input_schema.extend(conditions);
 
     let title = text(&spec["summary"]);
     let http = format!(
@@ -408,7 +419,10 @@ mod tests {
             json!(["period_start", "period_end"]),
             "{schema}"
         );
-        assert_eq!(schema["properties"]["period_start"]["format"], "date-time");
+        assert_eq!(
+            schema["properties"]["period_start"]["anyOf"][0]["format"],
+            "date-time"
+        );
         assert!(schema["properties"]["idempotency_key"]["pattern"].is_string());
         assert!(!schema.to_string().contains("$ref"), "{schema}");
         // RunItem, inlined: its amount keeps the document's bounds.
@@ -418,6 +432,8 @@ mod tests {
         assert_eq!(amount["minimum"], 1, "{schema}");
         assert_eq!(amount["maximum"], 100_000_000_000_i64);
         assert!(matches!(create.body, Body::Object { required: true, .. }));
+        // The body's condition: items only for ad_hoc and reimbursement runs.
+        assert!(schema["then"]["required"] == json!(["items"]), "{schema}");
 
         let payouts = find(&tools, "getPayrollRunPayouts");
         let schema = Value::Object(payouts.input_schema.clone());

@@ -52,6 +52,7 @@ async fn find_key(req: &ApiRequest, id: &str) -> Result<api_key::Model, ApiError
     .await
 }
 
+/// List API keys (never their secrets).
 #[utoipa::path(get, path = "/api-keys", operation_id = "listApiKeys", tag = "api-keys",
     params(("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "API keys, newest first", body = Vec<ApiKeyResource>)))]
@@ -71,6 +72,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.list(&items, page, total)
 }
 
+/// Create an API key with scopes the calling key holds; its plaintext is shown this once.
 #[utoipa::path(post, path = "/api-keys", operation_id = "createApiKey", tag = "api-keys",
     request_body = CreateApiKeyRequest,
     responses((status = 201, description = "The new key; `key` is its plaintext, shown this once", body = ApiKeyResource)))]
@@ -156,6 +158,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     .await
 }
 
+/// Get one API key (never its secret).
 #[utoipa::path(get, path = "/api-keys/{key_id}", operation_id = "getApiKey", tag = "api-keys",
     params(("key_id" = String, Path)),
     responses((status = 200, description = "The key", body = ApiKeyResource)))]
@@ -166,6 +169,7 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.ok(&ApiKeyResource::from_model(&key, time::now()))
 }
 
+/// Get the calling API key, to learn its scopes.
 #[utoipa::path(get, path = "/api-keys/current", operation_id = "getCurrentApiKey", tag = "api-keys",
     responses((status = 200, description = "The calling key (never its secret): its scopes tell a client what it may do", body = ApiKeyResource)))]
 #[tracing::instrument(skip_all)]
@@ -179,6 +183,7 @@ pub async fn current(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.ok(&ApiKeyResource::from_model(&key, time::now()))
 }
 
+/// Rotate an API key: a new key is issued and the old one keeps working for the grace period.
 #[utoipa::path(post, path = "/api-keys/{key_id}/rotate", operation_id = "rotateApiKey", tag = "api-keys",
     params(("key_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 201, description = "The new key with the same name and scopes; the old one works for `auth.rotation_grace_seconds` more", body = ApiKeyResource)))]
@@ -248,6 +253,7 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     answer
 }
 
+/// Revoke an API key at once; it cannot be undone.
 #[utoipa::path(delete, path = "/api-keys/{key_id}", operation_id = "revokeApiKey", tag = "api-keys",
     params(("key_id" = String, Path)),
     responses((status = 200, description = "The key, now REVOKED", body = ApiKeyResource)))]

@@ -54,6 +54,7 @@ impl From<audit_entry::Model> for AuditEntryResource {
     }
 }
 
+/// List audit log entries, newest first, filtered by key, action, operation, resource or time.
 #[utoipa::path(get, path = "/audit-log", operation_id = "listAuditEntries", tag = "audit",
     params(
         ("api_key_id" = Option<String>, Query), ("action" = Option<String>, Query, description = "comma-separated list"),

@@ -13,6 +13,7 @@ use crate::http::{
 
 pub use payroll_actors::views::EventResource;
 
+/// List emitted events, newest first, filtered by type or creation time.
 #[utoipa::path(get, path = "/events", operation_id = "listEvents", tag = "events",
     params(
         ("type" = Option<String>, Query, description = "an event kind, e.g. payout.completed"),

@@ -6,6 +6,7 @@ use payroll_entities::{ids, job};
 
 use crate::http::{error::ApiError, request::ApiRequest, resource::find_resource};
 
+/// Get an execution job: its status and progress over the run's payouts.
 #[utoipa::path(get, path = "/jobs/{job_id}", operation_id = "getJob", tag = "jobs",
     params(("job_id" = String, Path)),
     responses((status = 200, description = "The job with live progress; COMPLETED once every payout it covers is terminal", body = JobResource)))]

@@ -53,6 +53,7 @@ async fn find_payout(req: &ApiRequest) -> Result<payout::Model, ApiError> {
     .await
 }
 
+/// Get one payout.
 #[utoipa::path(get, path = "/payouts/{payout_id}", operation_id = "getPayout", tag = "payouts",
     params(("payout_id" = String, Path)),
     responses((status = 200, description = "The payout", body = PayoutResource)))]
@@ -63,6 +64,9 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.ok(&PayoutResource::from(&payout))
 }
 
+/// Retry one FAILED payout (FAILED → PENDING, attempt + 1) to the employee's current wallet.
+///
+/// Moves money: the run goes PAYING_OUT again with a new job.
 #[utoipa::path(post, path = "/payouts/{payout_id}/retry", operation_id = "retryPayout", tag = "payouts",
     params(("payout_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The payout, PENDING again (attempt + 1) to its employee's current wallet; its run is PAYING_OUT with a new job", body = PayoutResource)))]
@@ -76,6 +80,7 @@ pub async fn retry(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     runs::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
 }
 
+/// Cancel one PENDING payout that has not been sent to the exchange (PENDING → CANCELLED).
 #[utoipa::path(post, path = "/payouts/{payout_id}/cancel", operation_id = "cancelPayout", tag = "payouts",
     params(("payout_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The payout, CANCELLED (only while PENDING and not yet handed to the exchange)", body = PayoutResource)))]
@@ -89,6 +94,9 @@ pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     runs::send(&req, &payout.payroll_run_id, command, StatusCode::OK).await
 }
 
+/// Resolve a stuck payout once the exchange's records are checked: completed or failed.
+///
+/// Acts only on a payout with `stuck_since` set.
 #[utoipa::path(post, path = "/payouts/{payout_id}/resolve", operation_id = "resolvePayout", tag = "payouts",
     params(("payout_id" = String, Path)), request_body = ResolvePayoutRequest,
     responses((status = 200, description = "The payout, COMPLETED or FAILED as resolved; only a stuck payout (`stuck_since` set) can be resolved, any other answers 409 INVALID_STATUS_TRANSITION", body = PayoutResource)))]

@@ -97,6 +97,7 @@ pub struct CreateTransferRequest {
     pub note: Option<String>,
 }
 
+/// Get the exchange account's USDC balance, what runs hold of it, and the treasury wallet.
 #[utoipa::path(get, path = "/treasury/balance", operation_id = "getTreasuryBalance", tag = "treasury",
     responses((status = 200, description = "The exchange account (read live) and the treasury wallet", body = TreasuryBalance)))]
 #[tracing::instrument(skip_all)]
@@ -148,6 +149,9 @@ fn transfer_id(req: &ApiRequest) -> String {
     format!("trf_{}", ulid::Ulid::from_bytes(bytes))
 }
 
+/// Move USDC between the treasury wallet and the exchange account.
+///
+/// Moves money: to_exchange (default) funds runs; to_treasury takes unreserved funds back.
 #[utoipa::path(post, path = "/treasury/transfers", operation_id = "createTreasuryTransfer", tag = "treasury",
     request_body = CreateTransferRequest,
     responses((status = 201, description = "The transfer (COMPLETED at once on the sandbox unless exchange.sandbox.transfer_delay_ms). A provider that cannot move treasury funds (okx) answers 409 TREASURY_TRANSFER_UNSUPPORTED with `deposit_address` and `network` in the error details", body = TransferResource)))]
@@ -258,6 +262,7 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
         .await
 }
 
+/// List treasury transfers, newest first.
 #[utoipa::path(get, path = "/treasury/transfers", operation_id = "listTreasuryTransfers", tag = "treasury",
     params(("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
     responses((status = 200, description = "Transfers, newest first", body = Vec<TransferResource>)))]

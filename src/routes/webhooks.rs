@@ -200,6 +200,7 @@ fn wake(req: &ApiRequest, endpoint_id: &str) {
     });
 }
 
+/// Register a webhook endpoint for event kinds; its signing secret is shown this once.
 #[utoipa::path(post, path = "/webhooks", operation_id = "createWebhook", tag = "webhooks",
     request_body = CreateWebhookRequest,
     responses((status = 201, description = "The endpoint with its signing `secret`, shown this once", body = WebhookEndpointResource)))]
@@ -310,6 +311,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     .await
 }
 
+/// List webhook endpoints (without secrets).
 #[utoipa::path(get, path = "/webhooks", operation_id = "listWebhooks", tag = "webhooks",
     params(("status" = Option<WebhookStatus>, Query),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
@@ -333,6 +335,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.list(&items, page, total)
 }
 
+/// Get one webhook endpoint (without its secret).
 #[utoipa::path(get, path = "/webhooks/{webhook_id}", operation_id = "getWebhook", tag = "webhooks",
     params(("webhook_id" = String, Path)),
     responses((status = 200, description = "The endpoint (no secret)", body = WebhookEndpointResource)))]
@@ -349,6 +352,7 @@ pub struct DeletedWebhook {
     pub deleted: bool,
 }
 
+/// Delete a webhook endpoint: no more deliveries, its pending ones fail; its record stays.
 #[utoipa::path(delete, path = "/webhooks/{webhook_id}", operation_id = "deleteWebhook", tag = "webhooks",
     params(("webhook_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "Deleted: no more deliveries; its pending ones fail. Its deliveries stay on record.", body = DeletedWebhook)))]
@@ -376,6 +380,7 @@ pub async fn delete(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     response
 }
 
+/// Enable a DISABLED webhook endpoint again.
 #[utoipa::path(post, path = "/webhooks/{webhook_id}/enable", operation_id = "enableWebhook", tag = "webhooks",
     params(("webhook_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The endpoint, ACTIVE again (deliveries that failed stay FAILED: retry them one by one)", body = WebhookEndpointResource)))]
@@ -402,6 +407,7 @@ pub async fn enable(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .await
 }
 
+/// Rotate a webhook endpoint's signing secret; the new one is shown this once.
 #[utoipa::path(post, path = "/webhooks/{webhook_id}/rotate-secret", operation_id = "rotateWebhookSecret", tag = "webhooks",
     params(("webhook_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The endpoint with its new `secret`; the previous one keeps signing beside it for `webhooks.secret_rotation_grace_seconds`", body = WebhookEndpointResource)))]
@@ -442,6 +448,7 @@ pub async fn rotate_secret(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     response
 }
 
+/// Send a webhook.test event to one endpoint.
 #[utoipa::path(post, path = "/webhooks/{webhook_id}/test", operation_id = "testWebhook", tag = "webhooks",
     params(("webhook_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 202, description = "A `webhook.test` event on its way to this endpoint alone", body = DeliveryResource)))]
@@ -476,6 +483,7 @@ pub async fn test(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     response
 }
 
+/// List an endpoint's deliveries with every attempt, newest first.
 #[utoipa::path(get, path = "/webhooks/{webhook_id}/deliveries", operation_id = "listWebhookDeliveries", tag = "webhooks",
     params(("webhook_id" = String, Path),
         ("status" = Option<DeliveryStatus>, Query),
@@ -540,6 +548,7 @@ async fn attempts_of(
     Ok(by_delivery)
 }
 
+/// Deliver a final (SUCCEEDED or FAILED) webhook delivery of an ACTIVE endpoint once more, now.
 #[utoipa::path(post, path = "/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", operation_id = "retryWebhookDelivery", tag = "webhooks",
     params(("webhook_id" = String, Path), ("delivery_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 202, description = "The delivery, PENDING again: one more attempt now (no scheduled retries after it)", body = DeliveryResource)))]

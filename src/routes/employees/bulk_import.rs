@@ -139,6 +139,7 @@ const OPTIONAL_FIELDS: [(&str, employee::Column); 5] = [
     ("contract_end_date", employee::Column::ContractEndDate),
 ];
 
+/// Import employees from a JSON array or CSV, all or nothing, upserting by email.
 #[utoipa::path(post, path = "/employees/import", operation_id = "importEmployees", tag = "employees",
     request_body(content = Vec<EmployeeInput>, description = "A JSON array of employees, or text/csv whose header row names the same fields. Every row is validated before anything is written; rows upsert by email.",
         content_type = "application/json"),

@@ -48,6 +48,7 @@ pub async fn find_employee(req: &ApiRequest, id: &str) -> Result<employee::Model
     .await
 }
 
+/// List employees, newest first, filtered by status, employment type or a name/email search.
 #[utoipa::path(get, path = "/employees", operation_id = "listEmployees", tag = "employees",
     params(
         ("status" = Option<EmployeeStatus>, Query), ("employment_type" = Option<EmploymentType>, Query),
@@ -101,6 +102,7 @@ fn escape_like(s: &str) -> String {
         .replace('_', "\\_")
 }
 
+/// Create an employee (a payee) with a salary per regular run and a wallet on one network.
 #[utoipa::path(post, path = "/employees", operation_id = "createEmployee", tag = "employees",
     request_body = EmployeeInput,
     responses((status = 201, description = "The new employee", body = EmployeeResource)))]
@@ -147,6 +149,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .await
 }
 
+/// Get one employee.
 #[utoipa::path(get, path = "/employees/{employee_id}", operation_id = "getEmployee", tag = "employees",
     params(("employee_id" = String, Path)),
     responses((status = 200, description = "The employee", body = EmployeeResource)))]
@@ -177,6 +180,9 @@ fn changes(before: &EmployeeResource, after: &EmployeeResource) -> Value {
     Value::Object(out)
 }
 
+/// Update an employee: any field but id, email and timestamps.
+///
+/// A changed wallet is what later payouts and retries pay.
 #[utoipa::path(patch, path = "/employees/{employee_id}", operation_id = "updateEmployee", tag = "employees",
     params(("employee_id" = String, Path)), request_body = EmployeeUpdate,
     responses((status = 200, description = "The updated employee", body = EmployeeResource)))]
@@ -264,6 +270,9 @@ pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .await
 }
 
+/// Deactivate an employee: INACTIVE employees are left out of new runs.
+///
+/// The employee and their past payouts are kept.
 #[utoipa::path(delete, path = "/employees/{employee_id}", operation_id = "deactivateEmployee", tag = "employees",
     params(("employee_id" = String, Path)),
     responses((status = 200, description = "The employee, now INACTIVE (employees are never deleted: runs refer to them)", body = EmployeeResource)))]

@@ -93,6 +93,7 @@ pub const RUN_SORTS: [&str; 4] = [
 /// The `format` values of `GET /payroll-runs/{run_id}/payouts`.
 pub const PAYOUT_FORMATS: [&str; 2] = ["json", "csv"];
 
+/// List payroll runs, newest first, filtered by status, type, test run, archive or creation time.
 #[utoipa::path(get, path = "/payroll-runs", operation_id = "listPayrollRuns", tag = "payroll-runs",
     params(
         ("status" = Option<RunStatus>, Query), ("type" = Option<RunType>, Query),
@@ -178,6 +179,9 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.list(&items, page, total)
 }
 
+/// Create a payroll run (DRAFT) with one payout per paid employee.
+///
+/// Regular runs pay salaries; ad_hoc and reimbursement runs pay the listed items.
 #[utoipa::path(post, path = "/payroll-runs", operation_id = "createPayrollRun", tag = "payroll-runs",
     request_body = CreateRunRequest,
     responses((status = 201, description = "The new DRAFT run with its payouts computed", body = RunResource)))]
@@ -193,6 +197,7 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     Ok(commands::committed(StatusCode::CREATED, reply.body))
 }
 
+/// Get one payroll run with its totals, payout counts and current job.
 #[utoipa::path(get, path = "/payroll-runs/{run_id}", operation_id = "getPayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)),
     responses((status = 200, description = "The run with its current status", body = RunResource)))]
@@ -203,6 +208,7 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.ok(&show_run(&req.state().db.conn, &run).await?)
 }
 
+/// List a run's payouts (paginated JSON, or every payout as CSV).
 #[utoipa::path(get, path = "/payroll-runs/{run_id}/payouts", operation_id = "getPayrollRunPayouts", tag = "payroll-runs",
     params(("run_id" = String, Path), ("status" = Option<PayoutStatus>, Query),
         ("format" = Option<String>, Query, description = "`csv` streams every payout as CSV (also with Accept: text/csv)"),
@@ -262,6 +268,7 @@ async fn existing_run_id(req: &ApiRequest) -> Result<String, ApiError> {
     Ok(find_run(req, req.param("run_id")).await?.id)
 }
 
+/// Confirm a DRAFT run (DRAFT → CONFIRMED): amounts and wallets are locked.
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/confirm", operation_id = "confirmPayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run, CONFIRMED: payees re-read, fees quoted, test-run deductions taken, amounts locked", body = RunResource)))]
@@ -272,6 +279,7 @@ pub async fn confirm(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     commands::send(&req, &run_id, RunCommand::Confirm, StatusCode::OK).await
 }
 
+/// Check whether the exchange account covers a CONFIRMED run; if so it becomes DEPOSITED and its funds are reserved.
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/balance-check", operation_id = "checkPayrollRunBalance", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "Whether the exchange account covers the run; a covered CONFIRMED run becomes DEPOSITED (funds reserved)", body = BalanceCheckResource)))]
@@ -282,6 +290,9 @@ pub async fn balance_check(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     commands::send(&req, &run_id, RunCommand::BalanceCheck, StatusCode::OK).await
 }
 
+/// Execute a DEPOSITED run (DEPOSITED → PAYING_OUT): withdrawals start and a job tracks them.
+///
+/// Moves money. A CONFIRMED run not yet covered answers 409 CEX_INSUFFICIENT_BALANCE.
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/execute", operation_id = "executePayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run, PAYING_OUT, with its job: withdrawals start, each payee is emailed", body = RunResource)))]
@@ -292,6 +303,7 @@ pub async fn execute(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     commands::send(&req, &run_id, RunCommand::Execute, StatusCode::OK).await
 }
 
+/// Reconcile a PAYING_OUT run with the exchange once and return it; in other statuses it just returns the run.
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/sync", operation_id = "syncPayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run after one reconciliation pass with the exchange (PAYING_OUT runs); poll until every payout is terminal", body = RunResource)))]
@@ -302,6 +314,9 @@ pub async fn sync(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     commands::send(&req, &run_id, RunCommand::Sync, StatusCode::OK).await
 }
 
+/// Retry every FAILED payout of a FAILED run (FAILED → PAYING_OUT) with a new job.
+///
+/// Moves money, to each employee's current wallet.
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/retry-failed", operation_id = "retryFailedPayouts", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run, PAYING_OUT again with a new job: every FAILED payout is sent again to its employee's current wallet", body = RunResource)))]
@@ -312,6 +327,7 @@ pub async fn retry_failed(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     commands::send(&req, &run_id, RunCommand::RetryFailed, StatusCode::OK).await
 }
 
+/// Cancel a DRAFT, CONFIRMED or DEPOSITED run (→ CANCELLED): pending payouts are cancelled and holds released.
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/cancel", operation_id = "cancelPayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<CancelRunRequest>),
     responses((status = 200, description = "The run, now CANCELLED; its pending payouts are CANCELLED and its reservation released", body = RunResource)))]
@@ -332,6 +348,7 @@ pub async fn cancel(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     commands::send(&req, &run_id, command, StatusCode::OK).await
 }
 
+/// Archive a COMPLETED, FAILED or CANCELLED run: it leaves default lists, its status stays.
 #[utoipa::path(post, path = "/payroll-runs/{run_id}/archive", operation_id = "archivePayrollRun", tag = "payroll-runs",
     params(("run_id" = String, Path)), request_body(content = Option<EmptyRequest>),
     responses((status = 200, description = "The run, archived (hidden from lists unless include_archived=true)", body = RunResource)))]
