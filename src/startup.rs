@@ -8,7 +8,7 @@ use actix::Actor;
 use actix_web::{App, HttpServer, dev::Server, middleware::from_fn, web};
 use anyhow::Context;
 use payroll_actors::{
-    audit_writer::{AuditWriter, Flush},
+    audit_writer::AuditSink,
     exchange::{
         ExchangeProvider,
         actor::{ExchangeActor, StopSending, effective_limit},
@@ -148,11 +148,10 @@ impl Application {
         let db = connect_and_migrate(&settings).await?;
         bootstrap_key(&settings, &db, &pepper).await?;
 
-        let audit = AuditWriter::new(
+        let audit = AuditSink::start(
             db.clone(),
             Duration::from_millis(settings.audit.flush_interval_ms),
-        )
-        .start();
+        );
         RetentionJanitor::new(db.clone(), Duration::from_secs(60)).start();
         let provider: Arc<dyn ExchangeProvider> = match settings.exchange.provider.as_str() {
             "okx" => Arc::new(
@@ -326,7 +325,7 @@ impl Application {
                 tracing::warn!(error = %err, "run leases not given up; they expire on their own")
             }
         }
-        match tokio::time::timeout(SETTLE_TIMEOUT, self.state.audit.counted_send(Flush)).await {
+        match tokio::time::timeout(SETTLE_TIMEOUT, self.state.audit.flush()).await {
             Ok(Ok(_)) => {}
             Ok(Err(err)) => tracing::warn!(error = %err, "audit entries not flushed at shutdown"),
             Err(_) => tracing::warn!("audit entries not flushed in time"),

@@ -5,7 +5,7 @@ use std::{num::NonZeroU32, sync::Arc};
 use actix::Addr;
 use governor::{DefaultKeyedRateLimiter, Quota};
 use payroll_actors::{
-    audit_writer::AuditWriter,
+    audit_writer::AuditSink,
     exchange::{actor::ExchangeActor, desk::FundsDesk},
     run::manager::RunManager,
     webhook::{secret_box::SecretBox, supervisor::WebhookSupervisor},
@@ -22,7 +22,7 @@ pub struct AppState {
     pub db: Db,
     /// The key pepper: API keys are stored as HMACs under it.
     pub pepper: Secret,
-    pub audit: Addr<AuditWriter>,
+    pub audit: AuditSink,
     pub runs: Addr<RunManager>,
     pub exchange: Addr<ExchangeActor>,
     /// The exchange provider's name, for error details.
@@ -40,11 +40,13 @@ pub struct AppState {
     pub instance_id: String,
     /// The OpenAPI document as served, built once at start-up.
     pub openapi_json: &'static str,
+    /// Runs as last shown, while no write has committed since (SQLite only).
+    pub run_views: crate::routes::runs::views::RunViews,
 }
 
 /// The actors handlers talk to.
 pub struct Actors {
-    pub audit: Addr<AuditWriter>,
+    pub audit: AuditSink,
     pub runs: Addr<RunManager>,
     pub exchange: Addr<ExchangeActor>,
     pub exchange_provider: &'static str,
@@ -73,6 +75,7 @@ impl AppState {
         let burst = NonZeroU32::new(settings.api.rate_limit_burst).unwrap_or(NonZeroU32::MIN);
         let limiter =
             governor::RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst));
+        let db_is_sqlite = db.backend() == sea_orm::DatabaseBackend::Sqlite;
         AppState {
             settings,
             db,
@@ -88,6 +91,8 @@ impl AppState {
             secrets: actors.secrets,
             instance_id: actors.instance_id,
             openapi_json,
+            // Only where this process is the one writer: the service locks a SQLite file.
+            run_views: crate::routes::runs::views::RunViews::new(db_is_sqlite),
         }
     }
 }

@@ -1,40 +1,109 @@
 //! The `AuditWriter` batches the audit entries of reads and refused requests (CONTRACT §12):
 //! they are written every `audit.flush_interval_ms`, or sooner when a batch fills. Entries of
 //! successful writes never pass through here; they commit with the write.
+//!
+//! Handlers leave entries in a shared buffer ([`AuditSink::record`]) rather than send a
+//! message each: the writer takes the whole buffer at each write, and is sent a message only
+//! when a batch fills. Entries waiting count as the writer's mailbox depth, so the request gate
+//! refuses work when the writer falls that far behind.
 
-use std::time::Duration;
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use actix::prelude::*;
 use payroll_entities::{audit_entry, bulk, db::Db};
 use sea_orm::IntoActiveModel;
 
-use crate::telemetry::{self, ActorKind, Handling, Observed};
+use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 
 /// A batch is written at once when it reaches this size.
 const MAX_BATCH: usize = 500;
 
-pub struct AuditWriter {
-    db: Db,
-    flush_interval: Duration,
-    buffer: Vec<audit_entry::Model>,
+/// Entries waiting for the writer.
+#[derive(Default)]
+struct AuditBuffer {
+    entries: Mutex<Vec<audit_entry::Model>>,
 }
 
-impl AuditWriter {
-    pub fn new(db: Db, flush_interval: Duration) -> AuditWriter {
-        AuditWriter {
+impl AuditBuffer {
+    /// Adds an entry; true when this one filled a batch.
+    fn push(&self, entry: audit_entry::Model) -> bool {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.push(entry);
+        telemetry::enqueued(ActorKind::AuditWriter);
+        entries.len() == MAX_BATCH
+    }
+
+    fn take(&self) -> Vec<audit_entry::Model> {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = std::mem::take(&mut *entries);
+        telemetry::dequeued(ActorKind::AuditWriter, taken.len());
+        taken
+    }
+}
+
+/// Where the API's handlers leave audit entries for the writer.
+#[derive(Clone)]
+pub struct AuditSink {
+    buffer: Arc<AuditBuffer>,
+    writer: Addr<AuditWriter>,
+}
+
+impl AuditSink {
+    /// Starts the writer on the current arbiter.
+    pub fn start(db: Db, flush_interval: Duration) -> AuditSink {
+        let buffer = Arc::new(AuditBuffer::default());
+        let writer = AuditWriter {
             db,
             flush_interval,
-            buffer: Vec::new(),
+            buffer: buffer.clone(),
+        }
+        .start();
+        AuditSink { buffer, writer }
+    }
+
+    /// Leaves an entry to be written with the next batch.
+    pub fn record(&self, entry: audit_entry::Model) {
+        if self.buffer.push(entry) {
+            self.writer.counted_do_send(WriteNow);
         }
     }
 
-    /// Writes the buffer; the actor handles no other message until it is done, so a `Flush`
+    /// Writes what waits; answers once it is stored.
+    pub fn flush(&self) -> actix::dev::Request<AuditWriter, Flush> {
+        self.writer.counted_send(Flush)
+    }
+
+    /// [`AuditSink::flush`], unless `limit` entries and messages already wait for the writer.
+    pub fn bounded_flush(
+        &self,
+        limit: i64,
+    ) -> Result<actix::dev::Request<AuditWriter, Flush>, telemetry::Overloaded> {
+        self.writer.bounded_send(Flush, limit)
+    }
+
+    /// Whether the writer is running.
+    pub fn connected(&self) -> bool {
+        self.writer.connected()
+    }
+}
+
+pub struct AuditWriter {
+    db: Db,
+    flush_interval: Duration,
+    buffer: Arc<AuditBuffer>,
+}
+
+impl AuditWriter {
+    /// Writes what waits; the actor handles no other message until it is done, so a `Flush`
     /// answers only after every earlier entry is stored.
     fn write_buffer(&mut self, ctx: &mut Context<Self>) {
-        if self.buffer.is_empty() {
+        let batch = self.buffer.take();
+        if batch.is_empty() {
             return;
         }
-        let batch = std::mem::take(&mut self.buffer);
         let db = self.db.clone();
         ctx.wait(write_batch(db, batch).into_actor(self));
     }
@@ -87,20 +156,17 @@ impl Observed for AuditWriter {
     const KIND: ActorKind = ActorKind::AuditWriter;
 }
 
-/// Record one entry (batched).
+/// A batch has filled: write what waits now.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct RecordAudit(pub audit_entry::Model);
+pub struct WriteNow;
 
-impl Handler<RecordAudit> for AuditWriter {
+impl Handler<WriteNow> for AuditWriter {
     type Result = ();
 
-    fn handle(&mut self, msg: RecordAudit, ctx: &mut Context<Self>) {
-        let _handling = Handling::new(Self::KIND, "RecordAudit");
-        self.buffer.push(msg.0);
-        if self.buffer.len() >= MAX_BATCH {
-            self.write_buffer(ctx);
-        }
+    fn handle(&mut self, _: WriteNow, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "WriteNow");
+        self.write_buffer(ctx);
     }
 }
 
@@ -114,7 +180,7 @@ impl Handler<Flush> for AuditWriter {
 
     fn handle(&mut self, _: Flush, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "Flush");
-        let batch = std::mem::take(&mut self.buffer);
+        let batch = self.buffer.take();
         let db = self.db.clone();
         Box::pin(
             async move {

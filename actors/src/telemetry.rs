@@ -112,6 +112,17 @@ pub fn enqueued(kind: ActorKind) {
     metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str()).increment(1.0);
 }
 
+/// `count` waiting items of this kind taken off the count at once (for an actor that takes a
+/// shared buffer whole rather than one message at a time).
+pub fn dequeued(kind: ActorKind, count: usize) {
+    if count == 0 {
+        return;
+    }
+    DEPTH[kind.index()].fetch_sub(count as i64, Ordering::Relaxed);
+    metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str())
+        .decrement(count as f64);
+}
+
 /// Held by a handler while it handles one message: taking it off the mailbox count, then, when
 /// dropped, counting the message handled and how long that took. A handler that answers with
 /// a future moves it into the future, so the time covers the whole answer.

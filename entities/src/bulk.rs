@@ -13,6 +13,23 @@ pub fn rows_per_statement<E: EntityTrait>() -> usize {
     (MAX_PARAMETERS / E::Column::iter().count().max(1)).max(1)
 }
 
+/// The row counts of the statements that insert `total` rows: full statements, then the rest
+/// as powers of two. Each distinct count is a distinct prepared statement that a connection
+/// keeps in its statement cache, so the counts are kept to a few (at most one per power of
+/// two) rather than one per remainder.
+fn statement_sizes(total: usize, per_statement: usize) -> Vec<usize> {
+    let mut sizes = vec![per_statement; total / per_statement];
+    let rest = total % per_statement;
+    let mut bit = rest.checked_next_power_of_two().unwrap_or(1);
+    while bit > 0 {
+        if rest & bit != 0 {
+            sizes.push(bit);
+        }
+        bit >>= 1;
+    }
+    sizes
+}
+
 /// Inserts `rows` in as few statements as the parameter limit allows; with `on_conflict`,
 /// each statement carries that clause (an upsert). Returns the rows written.
 pub async fn insert_chunked<A, C>(
@@ -25,10 +42,11 @@ where
     C: ConnectionTrait,
 {
     let per_statement = rows_per_statement::<A::Entity>();
-    let mut rows = rows.into_iter().peekable();
+    let rows: Vec<A> = rows.into_iter().collect();
+    let mut rows = rows.into_iter();
     let mut written = 0;
-    while rows.peek().is_some() {
-        let chunk: Vec<A> = rows.by_ref().take(per_statement).collect();
+    for size in statement_sizes(rows.len(), per_statement) {
+        let chunk: Vec<A> = rows.by_ref().take(size).collect();
         let mut insert = <A::Entity as EntityTrait>::insert_many(chunk);
         if let Some(clause) = on_conflict {
             insert = insert.on_conflict(clause.clone());
@@ -41,6 +59,26 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statement_sizes_are_full_statements_then_powers_of_two() {
+        assert_eq!(statement_sizes(0, 500), Vec::<usize>::new());
+        assert_eq!(statement_sizes(1, 500), vec![1]);
+        assert_eq!(statement_sizes(500, 500), vec![500]);
+        assert_eq!(
+            statement_sizes(1373, 500),
+            vec![500, 500, 256, 64, 32, 16, 4, 1]
+        );
+        for total in 0..2000 {
+            let sizes = statement_sizes(total, 500);
+            assert_eq!(sizes.iter().sum::<usize>(), total);
+            assert!(
+                sizes
+                    .iter()
+                    .all(|&s| s == 500 || (s.is_power_of_two() && s < 500))
+            );
+        }
+    }
 
     #[test]
     fn statements_stay_under_the_parameter_limit() {

@@ -8,7 +8,10 @@
 use std::{
     ops::Deref,
     path::Path,
-    sync::{Arc, Mutex as StdMutex, OnceLock},
+    sync::{
+        Arc, Mutex as StdMutex, OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -24,6 +27,9 @@ pub struct Db {
     pub conn: DatabaseConnection,
     write_lock: Option<Arc<Mutex<()>>>,
     commit_hook: Arc<CommitHook>,
+    /// How many write transactions of this process have ended in a commit (or a failed
+    /// commit): a view read at one generation is current while the generation is unchanged.
+    generation: Arc<AtomicU64>,
 }
 
 /// Called after a transaction that noted something for after its commit has committed, with
@@ -48,6 +54,7 @@ pub struct WriteTx {
     /// What this transaction tells the commit hook once it has committed.
     noted: StdMutex<Vec<String>>,
     commit_hook: Arc<CommitHook>,
+    generation: Arc<AtomicU64>,
 }
 
 impl Deref for WriteTx {
@@ -66,8 +73,13 @@ impl WriteTx {
             _guard,
             noted,
             commit_hook,
+            generation,
         } = self;
-        tx.commit().await?;
+        let committed = tx.commit().await;
+        // Counted whatever the answer: a failed commit may still have written. Before the
+        // caller learns of the commit, so a read that follows it cannot use an older view.
+        generation.fetch_add(1, Ordering::AcqRel);
+        committed?;
         drop(_guard);
         let noted = noted
             .into_inner()
@@ -111,6 +123,10 @@ impl Db {
             .max_connections(max_connections.max(1))
             .min_connections(0)
             .acquire_timeout(Duration::from_secs(10))
+            // A connection is pinged before use only after a quiet minute (one dropped by the
+            // server or a firewall), not on every checkout: a ping is a round trip of its own,
+            // and on SQLite a hand-off to the connection's thread and back.
+            .test_before_acquire_if_idle_for(Duration::from_secs(60))
             .sqlx_logging(false)
             .map_sqlx_sqlite_opts(|opts| {
                 opts.journal_mode(SqliteJournalMode::Wal)
@@ -131,6 +147,7 @@ impl Db {
             conn,
             write_lock,
             commit_hook: Arc::default(),
+            generation: Arc::default(),
         })
     }
 
@@ -162,6 +179,7 @@ impl Db {
             _guard: guard,
             noted: StdMutex::new(Vec::new()),
             commit_hook: self.commit_hook.clone(),
+            generation: self.generation.clone(),
         })
     }
 
@@ -169,6 +187,13 @@ impl Db {
     /// process.
     pub fn after_commit(&self, hook: impl Fn(Vec<String>) + Send + Sync + 'static) {
         let _ = self.commit_hook.0.set(Box::new(hook));
+    }
+
+    /// The count of this process's committed write transactions (see [`Db`]). It says nothing
+    /// of other processes' writes: only a database no other process writes (SQLite, which the
+    /// service locks) may use it to keep views.
+    pub fn write_generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Whether the database answers a trivial query.

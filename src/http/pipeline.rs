@@ -5,7 +5,7 @@
 //! sets the request id, completes error bodies, and records the audit entry of every API
 //! request that did not commit its own.
 
-use payroll_actors::telemetry::{self, ActorKind, CountedSend, MAILBOX_LIMIT};
+use payroll_actors::telemetry::{self, ActorKind, MAILBOX_LIMIT};
 use std::rc::Rc;
 
 use actix_web::{
@@ -22,7 +22,6 @@ use actix_web::{
 use chrono::Duration;
 use futures_util::StreamExt;
 use governor::clock::{Clock, DefaultClock};
-use payroll_actors::audit_writer::RecordAudit;
 use payroll_entities::{ApiKeyStatus, api_key, ids, time};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
 use serde_json::json;
@@ -183,9 +182,7 @@ async fn after(
     }
     state
         .audit
-        .counted_do_send(RecordAudit(audit::request_entry(
-            facts, status, None, details,
-        )));
+        .record(audit::request_entry(facts, status, None, details));
 }
 
 async fn release(state: &AppState, claim: &IdempotencyClaim) {

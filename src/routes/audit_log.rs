@@ -1,8 +1,7 @@
 //! `/audit-log`: every API request, system action and admin command (scope `audit:read`).
 
 use actix_web::HttpResponse;
-use payroll_actors::audit_writer::Flush;
-use payroll_actors::telemetry::{CountedSend, MAILBOX_LIMIT};
+use payroll_actors::telemetry::MAILBOX_LIMIT;
 use payroll_actors::views::Timestamp;
 use payroll_entities::{ActorType, audit_entry};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
@@ -85,10 +84,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         "offset",
     ])?;
     // Entries of earlier reads and refusals may still be in the writer's batch.
-    req.state()
-        .audit
-        .bounded_send(Flush, MAILBOX_LIMIT)?
-        .await?;
+    req.state().audit.bounded_flush(MAILBOX_LIMIT)?.await?;
 
     let mut select = audit_entry::Entity::find();
     if let Some(id) = api_key_id {

@@ -572,3 +572,52 @@ async fn cancel_and_archive_follow_the_lifecycle() {
         ]
     );
 }
+
+/// A run read again after any change shows the change: reads may be served from views kept
+/// between requests, never from one older than the last acknowledged write, whether the write
+/// came through the API or from the run's actor.
+#[actix_web::test]
+async fn a_run_read_again_shows_every_change() {
+    let app = spawn_app().await;
+    three_employees(&app).await;
+    app.fund(2_000_000).await;
+    let run_id = app
+        .create_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    let path = format!("/api/v1/payroll-runs/{run_id}");
+    let first = app.get(&path).await;
+    assert_eq!(first.data()["status"], "DRAFT");
+    assert_eq!(
+        app.get(&path).await.data(),
+        first.data(),
+        "an unchanged run reads the same"
+    );
+    for (operation, status) in [("confirm", "CONFIRMED"), ("balance-check", "DEPOSITED")] {
+        let res = app.act(&format!("{path}/{operation}")).await;
+        assert_eq!(res.status, 200, "{}", res.text);
+        assert_eq!(
+            app.get(&path).await.data()["status"],
+            status,
+            "after {operation}"
+        );
+    }
+    let res = app.act(&format!("{path}/execute")).await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(app.get(&path).await.data()["status"], "PAYING_OUT");
+    // The actor pays the run on its own; reads follow it to the end.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let run = app.get(&path).await;
+        let data = run.data();
+        if data["status"] == "COMPLETED" {
+            assert_eq!(data["payout_summary"]["completed"], data["employee_count"]);
+            assert_eq!(data["job"]["status"], "COMPLETED", "{data}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {data}");
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let res = app.act(&format!("{path}/archive")).await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(app.get(&path).await.data()["is_archived"], true);
+}

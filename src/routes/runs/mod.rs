@@ -1,7 +1,7 @@
 //! `/payroll-runs` (and the `/runs` alias): create, list, show, payouts, and the commands
 //! (confirm, balance-check, execute, sync, retry-failed, cancel, archive) sent to run actors.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use actix_web::{HttpRequest, HttpResponse, http::StatusCode};
 use payroll_actors::{
@@ -17,6 +17,7 @@ use utoipa::ToSchema;
 mod commands;
 pub mod create;
 mod csv;
+pub mod views;
 
 pub use commands::{BalanceCheckResource, exchange_failed, send};
 pub use create::{CreateRunRequest, RunItem};
@@ -204,8 +205,16 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 #[tracing::instrument(skip_all, fields(run_id = %req.param("run_id")))]
 pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
+    let state = req.state();
+    // Taken before the read: a view read while a write commits is not kept past that write.
+    let generation = state.db.write_generation();
+    if let Some(view) = state.run_views.get(generation, req.param("run_id")) {
+        return req.ok(&*view);
+    }
     let run = find_run(&req, req.param("run_id")).await?;
-    req.ok(&show_run(&req.state().db.conn, &run).await?)
+    let view = Arc::new(show_run(&state.db.conn, &run).await?);
+    state.run_views.put(generation, run.id, view.clone());
+    req.ok(&*view)
 }
 
 /// List a run's payouts (paginated JSON, or every payout as CSV).
