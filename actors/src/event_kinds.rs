@@ -25,6 +25,18 @@ pub fn canonical_name(name: &str) -> String {
     }
 }
 
+/// Every kind and every `run.X` alias: the names [`known_kind`] takes.
+pub fn kinds_and_aliases() -> Vec<String> {
+    let mut all: Vec<String> = EVENT_KINDS.iter().map(|k| (*k).to_owned()).collect();
+    all.extend(
+        EVENT_KINDS
+            .iter()
+            .filter_map(|k| k.strip_prefix("payroll.run."))
+            .map(|rest| format!("run.{rest}")),
+    );
+    all
+}
+
 /// The canonical kind `name` stands for, if it is a known kind or alias.
 pub fn known_kind(name: &str) -> Option<String> {
     let canonical = canonical_name(name);

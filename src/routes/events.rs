@@ -45,14 +45,7 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 /// `field` and the known kinds.
 /// What a `type` filter takes: every event kind and its `run.X` alias.
 pub fn filter_kinds() -> Vec<String> {
-    let mut all: Vec<String> = EVENT_KINDS.iter().map(|k| (*k).to_owned()).collect();
-    all.extend(
-        EVENT_KINDS
-            .iter()
-            .filter_map(|k| k.strip_prefix("payroll.run."))
-            .map(|rest| format!("run.{rest}")),
-    );
-    all
+    payroll_actors::event_kinds::kinds_and_aliases()
 }
 
 pub fn kind_filter(field: &str, raw: &str) -> Result<String, ApiError> {

@@ -3,7 +3,16 @@
 use payroll::{http::route::Access, routes::ROUTES};
 use serde_json::Value;
 
-use crate::helpers::spawn_app;
+use crate::helpers::{TestApp, spawn_app};
+
+/// The document the app serves.
+async fn served(app: &TestApp) -> Value {
+    let res = app
+        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    res.json
+}
 
 #[actix_web::test]
 async fn the_document_covers_every_served_route() {
@@ -117,10 +126,8 @@ async fn the_document_covers_every_served_route() {
 #[actix_web::test]
 async fn money_inputs_carry_their_limits_in_the_document() {
     let app = spawn_app().await;
-    let res = app
-        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
-        .await;
-    let schemas = &res.json["components"]["schemas"];
+    let doc = served(&app).await;
+    let schemas = &doc["components"]["schemas"];
     for (schema, field, minimum) in [
         ("EmployeeInput", "salary_usd_cents", 0),
         ("EmployeeUpdate", "salary_usd_cents", 0),
@@ -141,10 +148,8 @@ async fn money_inputs_carry_their_limits_in_the_document() {
 #[actix_web::test]
 async fn the_idempotency_key_pattern_is_the_servers() {
     let app = spawn_app().await;
-    let res = app
-        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
-        .await;
-    let pattern = res.json["components"]["parameters"]["IdempotencyKey"]["schema"]["pattern"]
+    let doc = served(&app).await;
+    let pattern = doc["components"]["parameters"]["IdempotencyKey"]["schema"]["pattern"]
         .as_str()
         .expect("a pattern");
     let pattern = regex::Regex::new(pattern).expect("a regular expression");
@@ -186,11 +191,9 @@ async fn the_idempotency_key_pattern_is_the_servers() {
 #[actix_web::test]
 async fn paging_parameters_carry_the_servers_bounds() {
     let app = spawn_app().await;
-    let res = app
-        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
-        .await;
+    let doc = served(&app).await;
     let mut paged = Vec::new();
-    for (path, item) in res.json["paths"].as_object().expect("paths") {
+    for (path, item) in doc["paths"].as_object().expect("paths") {
         for (method, op) in item.as_object().expect("operations") {
             for param in op["parameters"].as_array().into_iter().flatten() {
                 match param["name"].as_str() {
@@ -232,10 +235,8 @@ async fn enumerations_are_documented_in_their_wire_spelling() {
         all.iter().map(|v| v.to_string()).collect()
     }
     let app = spawn_app().await;
-    let res = app
-        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
-        .await;
-    let schemas = &res.json["components"]["schemas"];
+    let doc = served(&app).await;
+    let schemas = &doc["components"]["schemas"];
     for (name, spellings) in [
         ("ApiKeyStatus", wire(ApiKeyStatus::ALL)),
         ("ActorType", wire(ActorType::ALL)),
@@ -262,10 +263,7 @@ async fn enumerations_are_documented_in_their_wire_spelling() {
 #[actix_web::test]
 async fn query_value_sets_and_dates_are_the_servers() {
     let app = spawn_app().await;
-    let res = app
-        .send("GET", "/api/v1/openapi.json", None, None, None, &[])
-        .await;
-    let doc = &res.json;
+    let doc = &served(&app).await;
     let param = |path: &str, name: &str| -> Value {
         doc["paths"][path]["get"]["parameters"]
             .as_array()

@@ -14,13 +14,7 @@ pub fn is_valid_pattern(pattern: &str) -> bool {
 /// Every accepted subscription, `run.X` aliases included: what the OpenAPI document lists.
 pub fn all_patterns() -> Vec<String> {
     let mut all: Vec<String> = WILDCARDS.iter().map(|w| (*w).to_owned()).collect();
-    all.extend(EVENT_KINDS.iter().map(|k| (*k).to_owned()));
-    all.extend(
-        EVENT_KINDS
-            .iter()
-            .filter_map(|k| k.strip_prefix("payroll.run."))
-            .map(|rest| format!("run.{rest}")),
-    );
+    all.extend(crate::event_kinds::kinds_and_aliases());
     all
 }
 
