@@ -118,6 +118,11 @@ impl RunActor {
                     act.step(ctx, move |deps, snapshot| async move {
                         settlement::apply_lookup(&deps, snapshot, due, found).await
                     });
+                    // More may be due already: look them up once this batch is applied, not a
+                    // tick later, so following keeps pace with sending.
+                    if act.status() == Some(payroll_entities::RunStatus::PayingOut) {
+                        act.look_up_due(ctx, Instant::now());
+                    }
                 }),
         );
     }
