@@ -145,7 +145,36 @@ pub fn document() -> Value {
         .collect();
     paths.extend(aliases);
     doc["paths"] = Value::Object(paths);
+    optional_empty_bodies(&mut doc);
     doc
+}
+
+/// An empty body counts as `{}` (CONTRACT §1): a body whose schema requires no field may be
+/// left out, and the document says so.
+fn optional_empty_bodies(doc: &mut Value) {
+    let schemas = doc["components"]["schemas"].clone();
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for op in paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+    {
+        let Some(schema) = op.pointer("/requestBody/content/application~1json/schema") else {
+            continue;
+        };
+        let resolved = schema["$ref"]
+            .as_str()
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+            .map_or(schema, |name| &schemas[name]);
+        let requires_fields = resolved["required"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty());
+        if resolved["type"] == "object" && !requires_fields {
+            op["requestBody"]["required"] = json!(false);
+        }
+    }
 }
 
 fn error_schema() -> Value {

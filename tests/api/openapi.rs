@@ -314,3 +314,29 @@ async fn query_value_sets_and_dates_are_the_servers() {
         assert_eq!(res.invalid_fields(), vec![bad.to_owned()], "{path}");
     }
 }
+
+/// An empty body counts as `{}`: where `{}` is valid the document lets the body be left out,
+/// and the server takes a request without one.
+#[actix_web::test]
+async fn bodies_that_require_no_field_may_be_left_out() {
+    let app = spawn_app().await;
+    let doc = served(&app).await;
+    let update = &doc["paths"]["/employees/{employee_id}"]["patch"]["requestBody"];
+    assert_eq!(update["required"], false, "{update}");
+    let create = &doc["paths"]["/employees"]["post"]["requestBody"];
+    assert_eq!(create["required"], true, "{create}");
+    let employee = app.create_employee("Ada", "ada@example.com", 100).await;
+    let id = employee["id"].as_str().expect("id");
+    let res = app
+        .send(
+            "PATCH",
+            &format!("/api/v1/employees/{id}"),
+            Some(&app.key),
+            Some(&crate::helpers::new_key()),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["name"], "Ada");
+}
