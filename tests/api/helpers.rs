@@ -139,7 +139,12 @@ impl TestApp {
 
     /// A POST with a fresh key and no body.
     pub async fn act(&self, path: &str) -> Resp {
-        self.send("POST", path, Some(&self.key), Some(&new_key()), None, &[])
+        self.bodiless("POST", path).await
+    }
+
+    /// A write (`method`) with a fresh key and no body.
+    pub async fn bodiless(&self, method: &str, path: &str) -> Resp {
+        self.send(method, path, Some(&self.key), Some(&new_key()), None, &[])
             .await
     }
 

@@ -328,14 +328,7 @@ async fn bodies_that_require_no_field_may_be_left_out() {
     let employee = app.create_employee("Ada", "ada@example.com", 100).await;
     let id = employee["id"].as_str().expect("id");
     let res = app
-        .send(
-            "PATCH",
-            &format!("/api/v1/employees/{id}"),
-            Some(&app.key),
-            Some(&crate::helpers::new_key()),
-            None,
-            &[],
-        )
+        .bodiless("PATCH", &format!("/api/v1/employees/{id}"))
         .await;
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(res.data()["name"], "Ada");
