@@ -57,11 +57,7 @@ fn mcp(cli: Cli) -> ExitCode {
     actix_web::rt::System::new().block_on(async move {
         let client = match api_client(&cli) {
             Ok(client) => client,
-            Err(Failure::Usage(why)) => {
-                eprintln!("payroll: {why}");
-                return ExitCode::from(2);
-            }
-            Err(other) => return ExitCode::from(other.exit_code()),
+            Err(failure) => return report(&failure),
         };
         match payroll::mcp::serve(client).await {
             Ok(()) => ExitCode::SUCCESS,
@@ -81,17 +77,18 @@ fn client(cli: Cli) -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(failure) => {
-            match &failure {
-                Failure::Usage(why) => eprintln!("payroll: {why}"),
-                Failure::Unreachable(why) => {
-                    eprintln!("payroll: the server could not be reached: {why}")
-                }
-                Failure::Api | Failure::WaitTimedOut => {}
-            }
-            ExitCode::from(failure.exit_code())
-        }
+        Err(failure) => report(&failure),
     }
+}
+
+/// Says why a client command failed (an API error was printed already) and gives its exit code.
+fn report(failure: &Failure) -> ExitCode {
+    match failure {
+        Failure::Usage(why) => eprintln!("payroll: {why}"),
+        Failure::Unreachable(why) => eprintln!("payroll: the server could not be reached: {why}"),
+        Failure::Api | Failure::WaitTimedOut => {}
+    }
+    ExitCode::from(failure.exit_code())
 }
 
 /// A server-side command on the configured database.

@@ -271,7 +271,8 @@ fn request_constraints(schemas: &mut Value) {
     let name =
         json!({"minLength": 1, "maxLength": employee::NAME_MAX, "pattern": employee::NAME_PATTERN});
     let email = json!({"maxLength": employee::EMAIL_MAX, "pattern": employee::EMAIL_PATTERN});
-    let wallet = json!({"pattern": crate::wallet::ADDRESS_PATTERN});
+    // Either shape; which one is the network's (below, for a full employee).
+    let wallet = json!({"pattern": format!("{}|{}", crate::wallet::EVM_PATTERN, crate::wallet::SOLANA_PATTERN)});
     for schema in ["EmployeeInput", "EmployeeUpdate"] {
         constrain(schemas, schema, "name", name.clone());
         constrain(schemas, schema, "email", email.clone());
@@ -450,8 +451,8 @@ fn decorate(op: &mut Value, spec: &RouteSpec) {
     op["responses"] = Value::Object(responses);
 }
 
-/// A body that may be left out is documented as such (`required: false`), not as a JSON
-/// `null`, which the server refuses.
+/// A body the derive wrote as `oneOf [null, X]` is documented as `X`: the server refuses a JSON
+/// `null`; that the body may be left out is said by [`optional_empty_bodies`].
 fn optional_body(op: &mut Value) {
     let Some(schema) = op.pointer_mut("/requestBody/content/application~1json/schema") else {
         return;
@@ -468,7 +469,6 @@ fn optional_body(op: &mut Value) {
         });
     if let Some(inner) = inner {
         *schema = inner;
-        op["requestBody"]["required"] = json!(false);
     }
 }
 

@@ -4,17 +4,14 @@
 use payroll_entities::Network;
 use sha3::{Digest, Keccak256};
 
-/// `Ok` if `address` is valid on `network`, else why not.
-/// The shapes of an address on any network (EVM: 0x + 40 hex; Solana: base58). Which shape a
-/// network takes, the EIP-55 checksum of a mixed-case EVM address and the 32 bytes of a Solana
-/// key are checked by [`validate`].
-pub const ADDRESS_PATTERN: &str = r"^\s*(0x[0-9a-fA-F]{40}|[1-9A-HJ-NP-Za-km-z]{32,44})\s*$";
-
-/// The EVM shape, the zero address among it, and the Solana shape.
+/// The shapes of an address, for the OpenAPI document: EVM (0x and 40 hex), the zero address
+/// among them, and Solana (base58). The EIP-55 checksum of a mixed-case EVM address and the 32
+/// bytes of a Solana key are checked by [`validate`] alone.
 pub const EVM_PATTERN: &str = r"^\s*0x[0-9a-fA-F]{40}\s*$";
 pub const ZERO_PATTERN: &str = r"^\s*0x0{40}\s*$";
 pub const SOLANA_PATTERN: &str = r"^\s*[1-9A-HJ-NP-Za-km-z]{32,44}\s*$";
 
+/// `Ok` if `address` is valid on `network`, else why not.
 pub fn validate(network: Network, address: &str) -> Result<(), String> {
     if network.is_evm() {
         validate_evm(address)

@@ -19,12 +19,12 @@ use crate::{
     },
 };
 
-/// The key from the `Idempotency-Key` header: a UUID v4, bare or quoted, kept lower-case.
 /// The keys the OpenAPI document allows: hyphenated UUID v4 of the RFC 4122 variant, as
 /// [`parse_key`] accepts (it also takes the same key quoted, braced or unhyphenated).
 pub const KEY_PATTERN: &str =
     "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$";
 
+/// The key from the `Idempotency-Key` header: a UUID v4, bare or quoted, kept lower-case.
 pub fn parse_key(header: Option<&str>) -> Result<String, ApiError> {
     let Some(raw) = header else {
         return Err(ApiError::new(
