@@ -2,7 +2,8 @@
 //! parameters than SQLite or PostgreSQL accept.
 
 use sea_orm::{
-    ActiveModelTrait, ConnectionTrait, DbErr, EntityTrait, Iterable, sea_query::OnConflict,
+    ActiveModelTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, Iterable, Statement,
+    Value, sea_query::OnConflict,
 };
 
 /// Bind parameters per statement: under SQLite's 32,766 and PostgreSQL's 65,535.
@@ -56,6 +57,86 @@ where
     Ok(written)
 }
 
+/// Rows per `UPDATE … FROM (VALUES …)` statement: enough for a whole window at once.
+const UPDATE_ROWS_PER_STATEMENT: usize = 1024;
+
+/// Sets `columns` of many rows of `table` to values of their own, found by `key`: one
+/// `WITH v AS (VALUES …) UPDATE … FROM v` per statement size instead of one statement per row
+/// or an upsert of every column. Each row is its key's value followed by one value per column,
+/// in order. Returns the rows changed.
+pub async fn update_from_values<C: ConnectionTrait>(
+    conn: &C,
+    table: &str,
+    key: &str,
+    columns: &[&str],
+    rows: Vec<Vec<Value>>,
+) -> Result<u64, DbErr> {
+    let backend = conn.get_database_backend();
+    let width = columns.len() + 1;
+    let per_statement = UPDATE_ROWS_PER_STATEMENT.min(MAX_PARAMETERS / width).max(1);
+    let mut rows = rows.into_iter();
+    let mut changed = 0;
+    for size in statement_sizes(rows.len(), per_statement) {
+        let mut values = Vec::with_capacity(size * width);
+        for row in rows.by_ref().take(size) {
+            if row.len() != width {
+                return Err(DbErr::Custom(format!(
+                    "a row of {} values for {width} columns of {table}",
+                    row.len()
+                )));
+            }
+            values.extend(row);
+        }
+        let sql = update_from_values_sql(backend, table, key, columns, size);
+        changed += conn
+            .execute_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?
+            .rows_affected();
+    }
+    Ok(changed)
+}
+
+/// The statement of [`update_from_values`] for `rows` rows.
+fn update_from_values_sql(
+    backend: DatabaseBackend,
+    table: &str,
+    key: &str,
+    columns: &[&str],
+    rows: usize,
+) -> String {
+    use std::fmt::Write as _;
+    let width = columns.len() + 1;
+    let mut sql = String::with_capacity(64 + rows * width * 6);
+    let names: Vec<String> = (0..width).map(|i| format!("c{i}")).collect();
+    let _ = write!(sql, "WITH v({}) AS (VALUES ", names.join(", "));
+    let mut n = 0;
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for column in 0..width {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            n += 1;
+            match backend {
+                DatabaseBackend::Postgres => {
+                    let _ = write!(sql, "${n}");
+                }
+                _ => sql.push('?'),
+            }
+        }
+        sql.push(')');
+    }
+    let _ = write!(sql, ") UPDATE \"{table}\" SET ");
+    for (i, column) in columns.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        let _ = write!(sql, "\"{column}\" = v.c{}", i + 1);
+    }
+    let _ = write!(sql, " FROM v WHERE \"{table}\".\"{key}\" = v.c0");
+    sql
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,6 +159,20 @@ mod tests {
                     .all(|&s| s == 500 || (s.is_power_of_two() && s < 500))
             );
         }
+    }
+
+    #[test]
+    fn update_from_values_numbers_its_placeholders() {
+        let sql = update_from_values_sql(DatabaseBackend::Postgres, "t", "id", &["a", "b"], 2);
+        assert_eq!(
+            sql,
+            "WITH v(c0, c1, c2) AS (VALUES ($1, $2, $3), ($4, $5, $6)) UPDATE \"t\" SET \"a\" = v.c1, \"b\" = v.c2 FROM v WHERE \"t\".\"id\" = v.c0"
+        );
+        let sql = update_from_values_sql(DatabaseBackend::Sqlite, "t", "id", &["a"], 1);
+        assert_eq!(
+            sql,
+            "WITH v(c0, c1) AS (VALUES (?, ?)) UPDATE \"t\" SET \"a\" = v.c1 FROM v WHERE \"t\".\"id\" = v.c0"
+        );
     }
 
     #[test]

@@ -4,13 +4,15 @@
 //! fails at once (`SQLITE_BUSY`) when another connection wrote in between. Every write
 //! transaction of this process therefore takes an in-process lock on SQLite, so writers queue
 //! instead of failing while readers stay concurrent; PostgreSQL needs no such lock.
+//! Background writers (the mailer) take that lock only when no other writer waits for it
+//! ([`Db::begin_background_write`]), so they never hold up payouts.
 
 use std::{
     ops::Deref,
     path::Path,
     sync::{
         Arc, Mutex as StdMutex, OnceLock,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -26,6 +28,8 @@ use tokio::sync::{Mutex, OwnedMutexGuard};
 pub struct Db {
     pub conn: DatabaseConnection,
     write_lock: Option<Arc<Mutex<()>>>,
+    /// Writers waiting for the SQLite write lock or holding it, other than background ones.
+    writers: Arc<AtomicUsize>,
     commit_hook: Arc<CommitHook>,
     /// How many write transactions of this process have ended in a commit (or a failed
     /// commit): a view read at one generation is current while the generation is unchanged.
@@ -47,8 +51,29 @@ impl std::fmt::Debug for CommitHook {
     }
 }
 
+/// Counts a writer in [`Db`]'s `writers` while it lives.
+struct CountedWriter(Arc<AtomicUsize>);
+
+impl CountedWriter {
+    fn new(writers: &Arc<AtomicUsize>) -> CountedWriter {
+        writers.fetch_add(1, Ordering::AcqRel);
+        CountedWriter(writers.clone())
+    }
+}
+
+impl Drop for CountedWriter {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Longest a background writer stands aside for other writers before it queues with them.
+const BACKGROUND_PATIENCE: Duration = Duration::from_millis(250);
+
 /// A write transaction; on SQLite it also holds the process's write lock until it ends.
 pub struct WriteTx {
+    /// Counted among the waiting and holding writers (SQLite, not a background writer).
+    _counted: Option<CountedWriter>,
     tx: DatabaseTransaction,
     _guard: Option<OwnedMutexGuard<()>>,
     /// What this transaction tells the commit hook once it has committed.
@@ -69,6 +94,7 @@ impl WriteTx {
     /// Commits; then hands what the transaction noted (if anything) to the commit hook.
     pub async fn commit(self) -> Result<(), DbErr> {
         let WriteTx {
+            _counted,
             tx,
             _guard,
             noted,
@@ -81,6 +107,7 @@ impl WriteTx {
         generation.fetch_add(1, Ordering::AcqRel);
         committed?;
         drop(_guard);
+        drop(_counted);
         let noted = noted
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -90,6 +117,11 @@ impl WriteTx {
             hook(noted);
         }
         Ok(())
+    }
+
+    /// Ends the transaction without writing anything (it wrote nothing, or must not).
+    pub async fn rollback(self) -> Result<(), DbErr> {
+        self.tx.rollback().await
     }
 
     /// Notes these keys for the commit hook, told once this transaction commits (each key
@@ -133,6 +165,8 @@ impl Db {
                     .synchronous(SqliteSynchronous::Normal)
                     .busy_timeout(Duration::from_secs(10))
                     .foreign_keys(true)
+                    .row_buffer_size(4096)
+                    .pragma("wal_autocheckpoint", "16384")
             });
         Self::connect_with(options).await
     }
@@ -146,6 +180,7 @@ impl Db {
         Ok(Db {
             conn,
             write_lock,
+            writers: Arc::default(),
             commit_hook: Arc::default(),
             generation: Arc::default(),
         })
@@ -159,6 +194,30 @@ impl Db {
     /// database's write lock first (waiting up to the busy timeout), so a transaction that
     /// reads and then writes never finds its snapshot outdated by another process's write.
     pub async fn begin_write(&self) -> Result<WriteTx, DbErr> {
+        let counted = self
+            .write_lock
+            .is_some()
+            .then(|| CountedWriter::new(&self.writers));
+        self.begin(counted).await
+    }
+
+    /// A write transaction of work that may wait (sending emails): on SQLite it first stands
+    /// aside while other writers wait for the write lock or hold it (for at most
+    /// [`BACKGROUND_PATIENCE`]), so that money movements never queue behind it. Elsewhere as
+    /// [`Db::begin_write`].
+    pub async fn begin_background_write(&self) -> Result<WriteTx, DbErr> {
+        if self.write_lock.is_some() {
+            let started = std::time::Instant::now();
+            while self.writers.load(Ordering::Acquire) > 0
+                && started.elapsed() < BACKGROUND_PATIENCE
+            {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        self.begin(None).await
+    }
+
+    async fn begin(&self, counted: Option<CountedWriter>) -> Result<WriteTx, DbErr> {
         let guard = match &self.write_lock {
             Some(lock) => Some(lock.clone().lock_owned().await),
             None => None,
@@ -175,6 +234,7 @@ impl Db {
             _ => self.conn.begin().await?,
         };
         Ok(WriteTx {
+            _counted: counted,
             tx,
             _guard: guard,
             noted: StdMutex::new(Vec::new()),
@@ -213,7 +273,41 @@ fn sqlite_file(url: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::sqlite_file;
+    use super::{Db, sqlite_file};
+    use std::time::{Duration, Instant};
+
+    #[tokio::test]
+    async fn a_background_writer_goes_after_the_writers_waiting_for_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
+        let db = Db::connect(&url, 4).await.unwrap();
+        let first = db.begin_write().await.unwrap();
+        // Asks before the second writer does, and still goes after it.
+        let background = tokio::spawn({
+            let db = db.clone();
+            async move {
+                let tx = db.begin_background_write().await.unwrap();
+                let began = Instant::now();
+                tx.commit().await.unwrap();
+                began
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let second = tokio::spawn({
+            let db = db.clone();
+            async move {
+                let tx = db.begin_write().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                tx.commit().await.unwrap();
+                Instant::now()
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        first.commit().await.unwrap();
+        let second_done = second.await.unwrap();
+        let background_began = background.await.unwrap();
+        assert!(background_began >= second_done);
+    }
 
     #[test]
     fn sqlite_file_of_url() {

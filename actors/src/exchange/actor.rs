@@ -40,6 +40,8 @@ pub struct Answered {
     pub request: WithdrawalRequest,
     pub outcome: WithdrawalOutcome,
     pub sent: Sent,
+    /// The attempt's hold was released as the answer came (an acceptance): the run need not.
+    pub hold_released: bool,
 }
 
 /// Outcomes of withdrawals a run handed over, reported back to it.
@@ -231,7 +233,7 @@ impl ExchangeActor {
         ctx.spawn(
             async move { send_fenced(&db, &owner, &*provider, requests).await }
                 .into_actor(self)
-                .map(move |answers, act, ctx| {
+                .map(move |(answers, released), act, ctx| {
                     act.sent += answers
                         .iter()
                         .filter(|(_, o, _)| {
@@ -243,7 +245,7 @@ impl ExchangeActor {
                         })
                         .count() as u64;
                     act.sending = false;
-                    act.deliver(batch, answers);
+                    act.deliver(batch, answers, released);
                     act.pump(ctx);
                     if !act.sending {
                         act.wake_idle_waiters();
@@ -282,7 +284,14 @@ impl ExchangeActor {
         }
     }
 
-    fn deliver(&mut self, batch: Vec<Queued>, answers: Vec<(String, WithdrawalOutcome, Sent)>) {
+    /// Reports each answer to the run that asked; `released`: the holds of accepted ones
+    /// were released.
+    fn deliver(
+        &mut self,
+        batch: Vec<Queued>,
+        answers: Vec<(String, WithdrawalOutcome, Sent)>,
+        released: bool,
+    ) {
         let mut by_recipient: Vec<(Recipient<WithdrawalResults>, Vec<Answered>)> = Vec::new();
         let mut retry = Vec::new();
         let mut answers = answers.into_iter();
@@ -304,10 +313,16 @@ impl ExchangeActor {
                 retry.push(queued);
                 continue;
             }
+            let hold_released = released
+                && matches!(
+                    super::outcome::of_answer(sent, &outcome),
+                    super::outcome::Verdict::Accepted { .. }
+                );
             let answered = Answered {
                 request: queued.request,
                 outcome,
                 sent,
+                hold_released,
             };
             match by_recipient.iter_mut().find(|(r, _)| *r == queued.reply_to) {
                 Some((_, results)) => results.push(answered),

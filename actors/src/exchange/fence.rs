@@ -14,8 +14,8 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait as _},
 };
 
-/// Most ids per statement.
-const CHUNK: usize = 500;
+/// Most ids per statement: a whole window.
+const CHUNK: usize = 1000;
 
 /// Stamps the sends of these client ids whose payouts are still PENDING on that attempt, not
 /// stuck, and whose runs `owner` holds now; answers each stamped id with its send count.

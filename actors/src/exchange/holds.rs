@@ -15,8 +15,8 @@ use sea_orm::{
 /// The one exchange account of a deployment.
 pub const ACCOUNT: &str = "exchange";
 
-/// Most keys in one statement (well under every backend's parameter limit).
-const CHUNK: usize = 500;
+/// Most keys in one statement (well under every backend's parameter limit): a whole window.
+const CHUNK: usize = 1000;
 
 /// Why a hold ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,13 +185,12 @@ pub async fn release<C: ConnectionTrait>(
             .lock_exclusive()
             .all(conn)
             .await?;
+        let wanted: std::collections::HashSet<(&str, i32)> =
+            chunk.iter().map(|(id, a)| (id.as_str(), *a)).collect();
         let matched: Vec<&exchange_hold::Model> = holds
             .iter()
             .filter(|h| {
-                h.released_at.is_none()
-                    && chunk
-                        .iter()
-                        .any(|(id, a)| *id == h.payout_id && *a == h.attempt)
+                h.released_at.is_none() && wanted.contains(&(h.payout_id.as_str(), h.attempt))
             })
             .collect();
         total += release_rows(conn, &matched, why).await?;

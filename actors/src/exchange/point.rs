@@ -15,25 +15,27 @@ use super::{
 /// accepted attempts released before the answers go anywhere (the exchange's balance has
 /// dropped). Sends the exchange turned away with its rate limit are not counted.
 /// When the ledger cannot be written, the holds stay until the run records the outcome and
-/// releases them itself. Answers (client id, outcome, which send) in the batch's order.
+/// releases them itself. Answers (client id, outcome, which send) in the batch's order, and
+/// whether the holds of the accepted ones were released.
 pub(super) async fn send_fenced(
     db: &Db,
     owner: &str,
     provider: &dyn ExchangeProvider,
     requests: Vec<WithdrawalRequest>,
-) -> Vec<(String, WithdrawalOutcome, Sent)> {
+) -> (Vec<(String, WithdrawalOutcome, Sent)>, bool) {
     let ids: Vec<String> = requests.iter().map(|r| r.client_id.clone()).collect();
     let stamped = match fence::stamp_sends(db, owner, &ids, time::now()).await {
         Ok(stamped) => stamped,
         Err(err) => {
             tracing::warn!(error = %err, "sends could not be stamped; nothing was sent");
-            return ids
+            let answers = ids
                 .into_iter()
                 .map(|id| {
                     let reason = format!("the send could not be recorded: {err}");
                     (id, WithdrawalOutcome::NotSent { reason }, Sent::First)
                 })
                 .collect();
+            return (answers, false);
         }
     };
     let going: Vec<WithdrawalRequest> = requests
@@ -66,11 +68,13 @@ pub(super) async fn send_fenced(
             ),
         })
         .collect();
-    settle_answers(db, &answers).await;
-    answers
+    let released = settle_answers(db, &answers).await;
+    (answers, released)
 }
 
-async fn settle_answers(db: &Db, answers: &[(String, WithdrawalOutcome, Sent)]) {
+/// Releases the holds of accepted sends and unstamps the ones the exchange turned away with
+/// its rate limit; answers whether that was written.
+async fn settle_answers(db: &Db, answers: &[(String, WithdrawalOutcome, Sent)]) -> bool {
     let mut accepted = Vec::new();
     let mut turned_away = Vec::new();
     for (client_id, outcome, sent) in answers {
@@ -89,7 +93,7 @@ async fn settle_answers(db: &Db, answers: &[(String, WithdrawalOutcome, Sent)]) 
         }
     }
     if accepted.is_empty() && turned_away.is_empty() {
-        return;
+        return true;
     }
     let written = async {
         let tx = db.begin_write().await?;
@@ -101,7 +105,9 @@ async fn settle_answers(db: &Db, answers: &[(String, WithdrawalOutcome, Sent)]) 
     .await;
     if let Err(err) = written {
         tracing::warn!(error = %err, "holds of accepted withdrawals could not be released now; the runs release them");
+        return false;
     }
+    true
 }
 
 /// One consistent point: the reserved total first, then the exchange balance (a hold another

@@ -226,6 +226,17 @@ async fn settle_transfers(tx: &WriteTx) -> Result<(), DbErr> {
     Ok(())
 }
 
+/// The withdrawals under these client ids.
+async fn withdrawals_of<C: ConnectionTrait>(
+    conn: &C,
+    client_ids: &[String],
+) -> Result<Vec<sandbox_withdrawal::Model>, DbErr> {
+    sandbox_withdrawal::Entity::find()
+        .filter(sandbox_withdrawal::Column::ClientId.is_in(client_ids.iter().cloned()))
+        .all(conn)
+        .await
+}
+
 fn remote_status(w: &sandbox_withdrawal::Model) -> RemoteStatus {
     match w.status {
         SandboxWithdrawalStatus::Pending => RemoteStatus::Pending {
@@ -321,20 +332,29 @@ impl ExchangeProvider for SandboxProvider {
         client_ids: &[String],
         _sent_since: Option<DateTime<Utc>>,
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
-        let tx = self.db.begin_write().await?;
-        lock_sandbox(&tx).await?;
         let mut out = HashMap::with_capacity(client_ids.len());
         for chunk in client_ids.chunks(1000) {
-            settle_due(&tx, Some(chunk)).await?;
-            for w in sandbox_withdrawal::Entity::find()
-                .filter(sandbox_withdrawal::Column::ClientId.is_in(chunk.iter().cloned()))
-                .all(&*tx)
-                .await?
-            {
+            // Read first: only where a withdrawal it shows has come due is anything written
+            // (settled, then read again in the same transaction).
+            let found = withdrawals_of(&self.db.conn, chunk).await?;
+            let now = time::now();
+            let due = found
+                .iter()
+                .any(|w| w.status == SandboxWithdrawalStatus::Pending && w.settles_at <= now);
+            let found = if due {
+                let tx = self.db.begin_write().await?;
+                lock_sandbox(&tx).await?;
+                settle_due(&tx, Some(chunk)).await?;
+                let found = withdrawals_of(&*tx, chunk).await?;
+                tx.commit().await?;
+                found
+            } else {
+                found
+            };
+            for w in found {
                 out.insert(w.client_id.clone(), remote_status(&w));
             }
         }
-        tx.commit().await?;
         for id in client_ids {
             out.entry(id.clone()).or_insert(RemoteStatus::Unknown);
         }

@@ -185,7 +185,7 @@ impl Mailer {
 async fn claim_due(db: &Db) -> Result<(Vec<email_outbox::Model>, DateTime<Utc>), DbErr> {
     let now = time::now();
     let claim = now + CLAIM;
-    let tx = db.begin_write().await?;
+    let tx = db.begin_background_write().await?;
     let mut select = email_outbox::Entity::find()
         .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
         .filter(email_outbox::Column::NextAttemptAt.lte(now))
@@ -212,7 +212,7 @@ async fn release(db: &Db, ids: Vec<String>, claim: DateTime<Utc>) -> Result<(), 
     if ids.is_empty() {
         return Ok(());
     }
-    let tx = db.begin_write().await?;
+    let tx = db.begin_background_write().await?;
     email_outbox::Entity::update_many()
         .col_expr(
             email_outbox::Column::NextAttemptAt,
@@ -294,7 +294,7 @@ async fn send_due(
                     .col_expr(email_outbox::Column::LastError, Expr::value(Some(err)))
             }
         };
-        let tx = db.begin_write().await?;
+        let tx = db.begin_background_write().await?;
         update.exec(&*tx).await?;
         tx.commit().await?;
     }

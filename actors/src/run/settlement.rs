@@ -32,6 +32,8 @@ use crate::{
 enum Change {
     Accepted {
         cex_id: String,
+        /// The exchange actor released the attempt's hold as the answer came.
+        hold_released: bool,
     },
     Completed {
         cex_id: String,
@@ -44,9 +46,7 @@ enum Change {
     },
     /// Still unknown after every send allowed, or PROCESSING too long: reported, never sent
     /// again on its own.
-    Stuck {
-        why: String,
-    },
+    Stuck { why: String },
 }
 
 /// What recording exchange answers leaves to do.
@@ -78,25 +78,35 @@ fn request_of(p: &payout::Model, client_id: &str) -> WithdrawalRequest {
     }
 }
 
+/// Payout ids of these client ids.
+fn payout_ids<'a>(client_ids: impl Iterator<Item = &'a String>) -> Vec<String> {
+    client_ids
+        .filter_map(|c| parse_client_id(c).map(|(id, _)| id.to_owned()))
+        .collect()
+}
+
 /// Applies changes to payouts, the run's and job's counters and events, in one transaction.
+/// `decide` reads the payouts `wanted` as this transaction holds them and answers the changes.
 /// `observed_at`: when the exchange was asked, for changes learned from a look-up. A payout
 /// sent after that (a resend that left meanwhile) is not failed on the look-up's word.
 async fn apply_changes(
     deps: &RunDeps,
     snapshot: Snapshot,
-    changes: Vec<(String, Change)>,
+    wanted: Vec<String>,
+    decide: impl FnOnce(&HashMap<String, payout::Model>) -> Vec<(String, Change)>,
     observed_at: Option<DateTime<Utc>>,
 ) -> Result<Snapshot, RunError> {
-    if changes.is_empty() {
+    if wanted.is_empty() {
         return Ok(snapshot);
     }
     let Snapshot { run, mut job } = snapshot;
     let tx = deps.db.begin_write().await?;
-    let wanted: Vec<String> = changes
-        .iter()
-        .filter_map(|(c, _)| parse_client_id(c).map(|(id, _)| id.to_owned()))
-        .collect();
     let mut payouts = store::payouts_by_id_locked(&*tx, &wanted).await?;
+    let changes = decide(&payouts);
+    if changes.is_empty() {
+        tx.rollback().await?;
+        return Ok(Snapshot { run, job });
+    }
     let now = time::now();
     let mut after = run.clone();
     let mut changed = Vec::new();
@@ -121,11 +131,16 @@ async fn apply_changes(
         }
         let in_job = in_job_of(&p, &job);
         p.updated_at = now;
+        let mut hold_released = false;
         match change {
-            Change::Accepted { cex_id } => {
+            Change::Accepted {
+                cex_id,
+                hold_released: released,
+            } => {
                 if before != PayoutStatus::Pending {
                     continue;
                 }
+                hold_released = released;
                 p.status = PayoutStatus::Processing;
                 p.cex_withdrawal_id = Some(cex_id);
                 events.push(payout_event("payout.processing", &p));
@@ -181,10 +196,10 @@ async fn apply_changes(
         }
         // Settled: no longer stuck, if it was.
         p.stuck_since = None;
-        if before == PayoutStatus::Pending {
+        if before == PayoutStatus::Pending && !hold_released {
             // The attempt's claim on the balance has ended: accepted (the exchange's balance
             // dropped), or failed without a withdrawal. The exchange actor may have released
-            // the hold already; releasing again changes nothing.
+            // the hold already (told where it says so); releasing again changes nothing.
             let why = match (&p.status, &p.cex_withdrawal_id) {
                 (PayoutStatus::Failed, None) => holds::Release::Refused,
                 (PayoutStatus::Failed, Some(_)) => holds::Release::Failed,
@@ -201,7 +216,7 @@ async fn apply_changes(
         );
         changed.push(p);
     }
-    store::save_payouts(&*tx, &changed).await?;
+    store::save_settled(&*tx, &changed).await?;
     for why in [
         holds::Release::Accepted,
         holds::Release::Refused,
@@ -268,6 +283,7 @@ pub async fn record_results(
         request,
         outcome,
         sent,
+        hold_released,
     } in results
     {
         let Some(payout_id) = parse_client_id(&request.client_id).map(|(id, _)| id.to_owned())
@@ -279,7 +295,13 @@ pub async fn record_results(
             Verdict::Accepted { cex_id } => {
                 recorded.reached = true;
                 recorded.watch.push(client_id.clone());
-                changes.push((client_id, Change::Accepted { cex_id }));
+                changes.push((
+                    client_id,
+                    Change::Accepted {
+                        cex_id,
+                        hold_released,
+                    },
+                ));
             }
             Verdict::Refused { reason } => {
                 recorded.reached = true;
@@ -307,7 +329,8 @@ pub async fn record_results(
             Verdict::Completed { .. } | Verdict::Failed { .. } => {}
         }
     }
-    let snapshot = apply_changes(deps, snapshot, changes, None).await?;
+    let wanted = payout_ids(changes.iter().map(|(c, _)| c));
+    let snapshot = apply_changes(deps, snapshot, wanted, |_| changes, None).await?;
     Ok((snapshot, recorded))
 }
 
@@ -352,82 +375,89 @@ pub async fn apply_lookup(
         return Ok((snapshot, recorded));
     };
     recorded.reached = true;
-    let ids: Vec<String> = client_ids
-        .iter()
-        .filter_map(|c| parse_client_id(c).map(|(id, _)| id.to_owned()))
-        .collect();
-    let payouts = store::payouts_by_id(&deps.db.conn, &ids).await?;
     let settings = &deps.exchange_settings;
     let grace = Duration::milliseconds(settings.reconcile_grace_ms as i64);
     let now: DateTime<Utc> = time::now();
-    let mut changes = Vec::new();
-    for client_id in client_ids {
-        let Some((payout_id, _)) = parse_client_id(&client_id) else {
-            continue;
-        };
-        let Some(p) = payouts.get(payout_id) else {
-            continue;
-        };
-        // Only the current attempt counts.
-        if p.client_withdrawal_id.as_deref() != Some(client_id.as_str()) || p.status.is_terminal() {
-            continue;
-        }
-        let status = statuses
-            .get(&client_id)
-            .cloned()
-            .unwrap_or(RemoteStatus::Unknown);
-        match of_lookup(&status) {
-            Verdict::Unknown { .. } => {
-                if p.status != PayoutStatus::Pending || p.stuck_since.is_some() {
-                    recorded.still_pending.push(client_id);
-                    continue;
-                }
-                match p.last_sent_at {
-                    // Committed, never sent: nothing can exist under it yet.
-                    None => recorded.send.push(request_of(p, &client_id)),
-                    Some(last) if now - last < grace => recorded.still_pending.push(client_id),
-                    Some(_) if p.send_count < settings.max_sends as i32 => {
-                        recorded.resend.push(request_of(p, &client_id))
-                    }
-                    Some(_) => {
-                        let why = format!(
-                            "the exchange still does not show it {} ms after the last of {} sends",
-                            settings.reconcile_grace_ms, p.send_count
-                        );
-                        changes.push((client_id.clone(), Change::Stuck { why }));
+    let wanted = payout_ids(client_ids.iter());
+    // Decided on the payouts as the recording transaction holds them.
+    let decide = |payouts: &HashMap<String, payout::Model>| {
+        let mut changes = Vec::new();
+        for client_id in client_ids {
+            let Some((payout_id, _)) = parse_client_id(&client_id) else {
+                continue;
+            };
+            let Some(p) = payouts.get(payout_id) else {
+                continue;
+            };
+            // Only the current attempt counts.
+            if p.client_withdrawal_id.as_deref() != Some(client_id.as_str())
+                || p.status.is_terminal()
+            {
+                continue;
+            }
+            let status = statuses
+                .get(&client_id)
+                .cloned()
+                .unwrap_or(RemoteStatus::Unknown);
+            match of_lookup(&status) {
+                Verdict::Unknown { .. } => {
+                    if p.status != PayoutStatus::Pending || p.stuck_since.is_some() {
                         recorded.still_pending.push(client_id);
+                        continue;
+                    }
+                    match p.last_sent_at {
+                        // Committed, never sent: nothing can exist under it yet.
+                        None => recorded.send.push(request_of(p, &client_id)),
+                        Some(last) if now - last < grace => recorded.still_pending.push(client_id),
+                        Some(_) if p.send_count < settings.max_sends as i32 => {
+                            recorded.resend.push(request_of(p, &client_id))
+                        }
+                        Some(_) => {
+                            let why = format!(
+                                "the exchange still does not show it {} ms after the last of {} sends",
+                                settings.reconcile_grace_ms, p.send_count
+                            );
+                            changes.push((client_id.clone(), Change::Stuck { why }));
+                            recorded.still_pending.push(client_id);
+                        }
                     }
                 }
-            }
-            Verdict::Accepted { cex_id } => {
-                if p.status == PayoutStatus::Pending {
-                    changes.push((client_id.clone(), Change::Accepted { cex_id }));
+                Verdict::Accepted { cex_id } => {
+                    if p.status == PayoutStatus::Pending {
+                        let change = Change::Accepted {
+                            cex_id,
+                            hold_released: false,
+                        };
+                        changes.push((client_id.clone(), change));
+                    }
+                    recorded.still_pending.push(client_id);
                 }
-                recorded.still_pending.push(client_id);
-            }
-            Verdict::Completed {
-                cex_id,
-                tx_hash,
-                explorer_url,
-            } => changes.push((
-                client_id,
-                Change::Completed {
+                Verdict::Completed {
                     cex_id,
                     tx_hash,
                     explorer_url,
-                },
-            )),
-            Verdict::Failed { cex_id, reason } => changes.push((
-                client_id,
-                Change::Failed {
-                    cex_id: Some(cex_id),
-                    reason,
-                },
-            )),
-            Verdict::Refused { .. } | Verdict::CredentialsRefused { .. } | Verdict::NotSent => {}
+                } => changes.push((
+                    client_id,
+                    Change::Completed {
+                        cex_id,
+                        tx_hash,
+                        explorer_url,
+                    },
+                )),
+                Verdict::Failed { cex_id, reason } => changes.push((
+                    client_id,
+                    Change::Failed {
+                        cex_id: Some(cex_id),
+                        reason,
+                    },
+                )),
+                Verdict::Refused { .. } | Verdict::CredentialsRefused { .. } | Verdict::NotSent => {
+                }
+            }
         }
-    }
-    let snapshot = apply_changes(deps, snapshot, changes, Some(asked_at)).await?;
+        changes
+    };
+    let snapshot = apply_changes(deps, snapshot, wanted, decide, Some(asked_at)).await?;
     Ok((snapshot, recorded))
 }
 
@@ -456,12 +486,13 @@ pub async fn mark_processing_stuck(
         "PROCESSING at the exchange for more than {} ms",
         deps.exchange_settings.stuck_after_ms
     );
+    let wanted = payout_ids(client_ids.iter());
     let changes = client_ids
         .into_iter()
         .map(|c| (c, Change::Stuck { why: why.clone() }))
         .collect();
     Ok((
-        apply_changes(deps, snapshot, changes, None).await?,
+        apply_changes(deps, snapshot, wanted, |_| changes, None).await?,
         Recorded::default(),
     ))
 }

@@ -129,6 +129,47 @@ pub async fn save_payouts<C: ConnectionTrait>(
     Ok(())
 }
 
+/// Writes what the exchange's word changes on payouts (status, exchange ids, completion,
+/// failure, stuck mark, update time), one `UPDATE … FROM (VALUES …)` for them all rather
+/// than an upsert of every column: settling never changes who is paid, how much or where.
+pub async fn save_settled<C: ConnectionTrait>(
+    conn: &C,
+    payouts: &[payout::Model],
+) -> Result<(), RunError> {
+    use payout::Column as C;
+    use sea_orm::{Iden as _, Value};
+    let columns = [
+        C::Status,
+        C::CexWithdrawalId,
+        C::OnChainTxHash,
+        C::BlockExplorerUrl,
+        C::CompletedAt,
+        C::FailedReason,
+        C::StuckSince,
+        C::UpdatedAt,
+    ]
+    .map(|c| c.to_string());
+    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+    let rows = payouts
+        .iter()
+        .map(|p| {
+            vec![
+                Value::from(p.id.clone()),
+                Value::from(p.status.as_str()),
+                Value::from(p.cex_withdrawal_id.clone()),
+                Value::from(p.on_chain_tx_hash.clone()),
+                Value::from(p.block_explorer_url.clone()),
+                Value::from(p.completed_at),
+                Value::from(p.failed_reason.clone()),
+                Value::from(p.stuck_since),
+                Value::from(p.updated_at),
+            ]
+        })
+        .collect();
+    bulk::update_from_values(conn, "payouts", &C::Id.to_string(), &names, rows).await?;
+    Ok(())
+}
+
 /// A new attempt starts with no sends: counted sends belong to the attempt before. (Sends are
 /// only ever counted by the exchange actor's fence, so `save_payouts` never writes them.)
 pub async fn reset_sends<C: ConnectionTrait>(

@@ -1,7 +1,9 @@
 //! The withdrawal window: client withdrawal ids claimed for the next payouts of a run (fenced by
 //! its lease), found through the run's index, and handed back at shutdown when they never left.
 
-use payroll_entities::{Cents, PayoutStatus, RunStatus, db::Db, payout, payroll_run, time};
+use payroll_entities::{
+    Cents, Network, PayoutStatus, RunStatus, db::Db, payout, payroll_run, time,
+};
 use sea_orm::{
     ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
     sea_query::{Expr, ExprTrait as _},
@@ -31,15 +33,25 @@ pub async fn claim_window(
     if !lease::holds(&*tx, lease_settings, &run.id).await? {
         return Err(RunError::Stale);
     }
-    let mut batch = unclaimed_page(db.backend(), &run.id, limit as u64)
-        .all(&*tx)
-        .await?;
+    // Only what a withdrawal needs: (id, attempt, amount, fee, network, address).
+    let batch: Vec<(String, i32, i64, i64, Network, String)> =
+        unclaimed_page(db.backend(), &run.id, limit as u64)
+            .select_only()
+            .column(payout::Column::Id)
+            .column(payout::Column::Attempt)
+            .column(payout::Column::AmountUsdCents)
+            .column(payout::Column::FeeUsdCents)
+            .column(payout::Column::Network)
+            .column(payout::Column::WalletAddress)
+            .into_tuple()
+            .all(&*tx)
+            .await?;
     if batch.is_empty() {
         return Ok(Vec::new());
     }
     let now = time::now();
     // One narrow statement: the client ids are derived in SQL from id and attempt.
-    let ids: Vec<String> = batch.iter().map(|p| p.id.clone()).collect();
+    let ids: Vec<String> = batch.iter().map(|p| p.0.clone()).collect();
     let claimed = payout::Entity::update_many()
         .col_expr(
             payout::Column::ClientWithdrawalId,
@@ -56,19 +68,18 @@ pub async fn claim_window(
     if claimed != batch.len() as u64 {
         return Err(RunError::Stale);
     }
-    for p in batch.iter_mut() {
-        p.client_withdrawal_id = Some(format!("{}-{}", p.id, p.attempt));
-    }
     tx.commit().await?;
     Ok(batch
         .into_iter()
-        .map(|p| WithdrawalRequest {
-            client_id: p.client_withdrawal_id.unwrap_or_default(),
-            amount: Cents(p.amount_usd_cents),
-            fee: Cents(p.fee_usd_cents),
-            network: p.network,
-            address: p.wallet_address,
-        })
+        .map(
+            |(id, attempt, amount, fee, network, address)| WithdrawalRequest {
+                client_id: format!("{id}-{attempt}"),
+                amount: Cents(amount),
+                fee: Cents(fee),
+                network,
+                address,
+            },
+        )
         .collect())
 }
 
