@@ -46,8 +46,13 @@ pub struct ExchangeSettings {
     pub okx: OkxSettings,
 }
 
-/// The least window of a run when nothing paces withdrawals.
-pub const UNPACED_WINDOW: usize = 512;
+/// The most withdrawals sent in one call to the provider (and claimed in one transaction when
+/// nothing paces withdrawals).
+pub const UNPACED_BATCH: usize = 512;
+
+/// The least window of a run when nothing paces withdrawals: two batches, so that the run
+/// records the answers to one and claims the next while the exchange actor sends the other.
+pub const UNPACED_WINDOW: usize = 2 * UNPACED_BATCH;
 
 impl ExchangeSettings {
     /// Payouts a run keeps handed to the exchange: `in_flight_window`, and at least

@@ -31,8 +31,8 @@ use super::{
 };
 use crate::telemetry::{self, ActorKind, Handling, Observed};
 
-/// Most withdrawals sent in one call to the provider: a whole unpaced window.
-const MAX_BATCH: usize = crate::settings::UNPACED_WINDOW;
+/// Most withdrawals sent in one call to the provider.
+const MAX_BATCH: usize = crate::settings::UNPACED_BATCH;
 
 /// A withdrawal with the exchange's answer to it, and which send of its client id it was.
 #[derive(Debug, Clone)]
