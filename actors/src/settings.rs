@@ -46,8 +46,7 @@ pub struct ExchangeSettings {
     pub okx: OkxSettings,
 }
 
-/// The most withdrawals sent in one call to the provider (and claimed in one transaction when
-/// nothing paces withdrawals).
+/// The most withdrawals sent in one call to the provider.
 pub const UNPACED_BATCH: usize = 512;
 
 /// The least window of a run when nothing paces withdrawals: two batches, so that the run

@@ -4,8 +4,8 @@
 //! fails at once (`SQLITE_BUSY`) when another connection wrote in between. Every write
 //! transaction of this process therefore takes an in-process lock on SQLite, so writers queue
 //! instead of failing while readers stay concurrent; PostgreSQL needs no such lock.
-//! Background writers (the mailer) take that lock only when no other writer waits for it
-//! ([`Db::begin_background_write`]), so they never hold up payouts.
+//! Work that may wait (the mailer) stands aside while other writers wait for that lock, for
+//! up to 250 ms before it queues with them ([`Db::stand_aside`]).
 
 use std::{
     ops::Deref,
@@ -201,20 +201,25 @@ impl Db {
         self.begin(counted).await
     }
 
-    /// A write transaction of work that may wait (sending emails): on SQLite it first stands
-    /// aside while other writers wait for the write lock or hold it (for at most
-    /// [`BACKGROUND_PATIENCE`]), so that money movements never queue behind it. Elsewhere as
-    /// [`Db::begin_write`].
+    /// A write transaction of work that may wait (claiming emails to send): on SQLite it first
+    /// stands aside ([`Db::stand_aside`]). Elsewhere as [`Db::begin_write`].
     pub async fn begin_background_write(&self) -> Result<WriteTx, DbErr> {
-        if self.write_lock.is_some() {
-            let started = std::time::Instant::now();
-            while self.writers.load(Ordering::Acquire) > 0
-                && started.elapsed() < BACKGROUND_PATIENCE
-            {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        }
+        self.stand_aside().await;
         self.begin(None).await
+    }
+
+    /// On SQLite, waits while other writers wait for the write lock or hold it, for at most
+    /// [`BACKGROUND_PATIENCE`], so that work that may wait (sending an email, then recording
+    /// it) starts in a gap rather than queuing ahead of money movements. It only lowers the
+    /// odds: a writer that comes a moment later still waits for a transaction begun in the gap.
+    pub async fn stand_aside(&self) {
+        if self.write_lock.is_none() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        while self.writers.load(Ordering::Acquire) > 0 && started.elapsed() < BACKGROUND_PATIENCE {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 
     async fn begin(&self, counted: Option<CountedWriter>) -> Result<WriteTx, DbErr> {
@@ -278,17 +283,17 @@ mod tests {
 
     #[tokio::test]
     async fn a_background_writer_goes_after_the_writers_waiting_for_the_lock() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = tempfile::tempdir().expect("temporary folder");
         let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
-        let db = Db::connect(&url, 4).await.unwrap();
-        let first = db.begin_write().await.unwrap();
+        let db = Db::connect(&url, 4).await.expect("database");
+        let first = db.begin_write().await.expect("transaction");
         // Asks before the second writer does, and still goes after it.
         let background = tokio::spawn({
             let db = db.clone();
             async move {
-                let tx = db.begin_background_write().await.unwrap();
+                let tx = db.begin_background_write().await.expect("transaction");
                 let began = Instant::now();
-                tx.commit().await.unwrap();
+                tx.commit().await.expect("transaction");
                 began
             }
         });
@@ -296,16 +301,16 @@ mod tests {
         let second = tokio::spawn({
             let db = db.clone();
             async move {
-                let tx = db.begin_write().await.unwrap();
+                let tx = db.begin_write().await.expect("transaction");
                 tokio::time::sleep(Duration::from_millis(30)).await;
-                tx.commit().await.unwrap();
+                tx.commit().await.expect("transaction");
                 Instant::now()
             }
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        first.commit().await.unwrap();
-        let second_done = second.await.unwrap();
-        let background_began = background.await.unwrap();
+        first.commit().await.expect("transaction");
+        let second_done = second.await.expect("transaction");
+        let background_began = background.await.expect("transaction");
         assert!(background_began >= second_done);
     }
 

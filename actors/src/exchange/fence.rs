@@ -14,7 +14,7 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait as _},
 };
 
-/// Most ids per statement: a whole window.
+/// Most ids per statement: a whole batch of sends.
 const CHUNK: usize = 1000;
 
 /// Stamps the sends of these client ids whose payouts are still PENDING on that attempt, not

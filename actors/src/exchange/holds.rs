@@ -15,7 +15,8 @@ use sea_orm::{
 /// The one exchange account of a deployment.
 pub const ACCOUNT: &str = "exchange";
 
-/// Most keys in one statement (well under every backend's parameter limit): a whole window.
+/// Most keys in one statement (well under every backend's parameter limit): a whole batch of
+/// sends.
 const CHUNK: usize = 1000;
 
 /// Why a hold ended.

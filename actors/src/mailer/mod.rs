@@ -250,6 +250,8 @@ async fn send_due(
             telemetry::emails("failed", failed);
             return Ok(true);
         }
+        // Each message starts in a gap between payout writes (on SQLite), not ahead of them.
+        db.stand_aside().await;
         let result = match build_message(&row, &sources, from) {
             Some(message) => transport.send(message).await,
             None => Err("the payout no longer exists".to_owned()),
@@ -294,7 +296,8 @@ async fn send_due(
                     .col_expr(email_outbox::Column::LastError, Expr::value(Some(err)))
             }
         };
-        let tx = db.begin_background_write().await?;
+        // Recorded at once after the send, so a crash can repeat at most this message.
+        let tx = db.begin_write().await?;
         update.exec(&*tx).await?;
         tx.commit().await?;
     }

@@ -104,7 +104,10 @@ async fn apply_changes(
     let mut payouts = store::payouts_by_id_locked(&*tx, &wanted).await?;
     let changes = decide(&payouts);
     if changes.is_empty() {
-        tx.rollback().await?;
+        // Nothing was written; a rollback that fails leaves nothing behind either.
+        if let Err(err) = tx.rollback().await {
+            tracing::warn!(run_id = %run.id, error = %err, "rolling back an empty settlement failed");
+        }
         return Ok(Snapshot { run, job });
     }
     let now = time::now();
@@ -368,97 +371,127 @@ pub async fn apply_lookup(
     client_ids: Vec<String>,
     looked: Option<Looked>,
 ) -> Result<(Snapshot, Recorded), RunError> {
-    let mut recorded = Recorded::default();
     let Some(Looked { statuses, asked_at }) = looked else {
-        recorded.unreached = true;
-        recorded.still_pending = client_ids;
+        let recorded = Recorded {
+            unreached: true,
+            still_pending: client_ids,
+            ..Recorded::default()
+        };
         return Ok((snapshot, recorded));
     };
-    recorded.reached = true;
+    let wanted = payout_ids(client_ids.iter());
+    let decide = |payouts: &HashMap<String, payout::Model>, recorded: &mut Recorded| {
+        decide_lookup(deps, &statuses, &client_ids, payouts, recorded)
+    };
+    // Decided first on the payouts as they are; only where that changes something is the
+    // write transaction taken, and the decision made again on the payouts as it holds them.
+    let payouts = store::payouts_by_id(&deps.db.conn, &wanted).await?;
+    let reached = || Recorded {
+        reached: true,
+        ..Recorded::default()
+    };
+    let mut recorded = reached();
+    if decide(&payouts, &mut recorded).is_empty() {
+        return Ok((snapshot, recorded));
+    }
+    let mut recorded = reached();
+    let snapshot = apply_changes(
+        deps,
+        snapshot,
+        wanted,
+        |locked| decide(locked, &mut recorded),
+        Some(asked_at),
+    )
+    .await?;
+    Ok((snapshot, recorded))
+}
+
+/// What a look-up's statuses change on these payouts (as read by the caller), and what is left
+/// to do: send, send again, watch.
+fn decide_lookup(
+    deps: &RunDeps,
+    statuses: &HashMap<String, RemoteStatus>,
+    client_ids: &[String],
+    payouts: &HashMap<String, payout::Model>,
+    recorded: &mut Recorded,
+) -> Vec<(String, Change)> {
     let settings = &deps.exchange_settings;
     let grace = Duration::milliseconds(settings.reconcile_grace_ms as i64);
     let now: DateTime<Utc> = time::now();
-    let wanted = payout_ids(client_ids.iter());
-    // Decided on the payouts as the recording transaction holds them.
-    let decide = |payouts: &HashMap<String, payout::Model>| {
-        let mut changes = Vec::new();
-        for client_id in client_ids {
-            let Some((payout_id, _)) = parse_client_id(&client_id) else {
-                continue;
-            };
-            let Some(p) = payouts.get(payout_id) else {
-                continue;
-            };
-            // Only the current attempt counts.
-            if p.client_withdrawal_id.as_deref() != Some(client_id.as_str())
-                || p.status.is_terminal()
-            {
-                continue;
+    let mut changes = Vec::new();
+    for client_id in client_ids {
+        let Some((payout_id, _)) = parse_client_id(client_id) else {
+            continue;
+        };
+        let Some(p) = payouts.get(payout_id) else {
+            continue;
+        };
+        // Only the current attempt counts.
+        if p.client_withdrawal_id.as_deref() != Some(client_id.as_str()) || p.status.is_terminal() {
+            continue;
+        }
+        let status = statuses
+            .get(client_id)
+            .cloned()
+            .unwrap_or(RemoteStatus::Unknown);
+        match of_lookup(&status) {
+            Verdict::Unknown { .. } => {
+                if p.status != PayoutStatus::Pending || p.stuck_since.is_some() {
+                    recorded.still_pending.push(client_id.clone());
+                    continue;
+                }
+                match p.last_sent_at {
+                    // Committed, never sent: nothing can exist under it yet.
+                    None => recorded.send.push(request_of(p, client_id)),
+                    Some(last) if now - last < grace => {
+                        recorded.still_pending.push(client_id.clone())
+                    }
+                    Some(_) if p.send_count < settings.max_sends as i32 => {
+                        recorded.resend.push(request_of(p, client_id))
+                    }
+                    Some(_) => {
+                        let why = format!(
+                            "the exchange still does not show it {} ms after the last of {} sends",
+                            settings.reconcile_grace_ms, p.send_count
+                        );
+                        changes.push((client_id.clone(), Change::Stuck { why }));
+                        recorded.still_pending.push(client_id.clone());
+                    }
+                }
             }
-            let status = statuses
-                .get(&client_id)
-                .cloned()
-                .unwrap_or(RemoteStatus::Unknown);
-            match of_lookup(&status) {
-                Verdict::Unknown { .. } => {
-                    if p.status != PayoutStatus::Pending || p.stuck_since.is_some() {
-                        recorded.still_pending.push(client_id);
-                        continue;
-                    }
-                    match p.last_sent_at {
-                        // Committed, never sent: nothing can exist under it yet.
-                        None => recorded.send.push(request_of(p, &client_id)),
-                        Some(last) if now - last < grace => recorded.still_pending.push(client_id),
-                        Some(_) if p.send_count < settings.max_sends as i32 => {
-                            recorded.resend.push(request_of(p, &client_id))
-                        }
-                        Some(_) => {
-                            let why = format!(
-                                "the exchange still does not show it {} ms after the last of {} sends",
-                                settings.reconcile_grace_ms, p.send_count
-                            );
-                            changes.push((client_id.clone(), Change::Stuck { why }));
-                            recorded.still_pending.push(client_id);
-                        }
-                    }
+            Verdict::Accepted { cex_id } => {
+                if p.status == PayoutStatus::Pending {
+                    let change = Change::Accepted {
+                        cex_id,
+                        hold_released: false,
+                    };
+                    changes.push((client_id.clone(), change));
                 }
-                Verdict::Accepted { cex_id } => {
-                    if p.status == PayoutStatus::Pending {
-                        let change = Change::Accepted {
-                            cex_id,
-                            hold_released: false,
-                        };
-                        changes.push((client_id.clone(), change));
-                    }
-                    recorded.still_pending.push(client_id);
-                }
-                Verdict::Completed {
+                recorded.still_pending.push(client_id.clone());
+            }
+            Verdict::Completed {
+                cex_id,
+                tx_hash,
+                explorer_url,
+            } => changes.push((
+                client_id.clone(),
+                Change::Completed {
                     cex_id,
                     tx_hash,
                     explorer_url,
-                } => changes.push((
-                    client_id,
-                    Change::Completed {
-                        cex_id,
-                        tx_hash,
-                        explorer_url,
-                    },
-                )),
-                Verdict::Failed { cex_id, reason } => changes.push((
-                    client_id,
-                    Change::Failed {
-                        cex_id: Some(cex_id),
-                        reason,
-                    },
-                )),
-                Verdict::Refused { .. } | Verdict::CredentialsRefused { .. } | Verdict::NotSent => {
-                }
-            }
+                },
+            )),
+            Verdict::Failed { cex_id, reason } => changes.push((
+                client_id.clone(),
+                Change::Failed {
+                    cex_id: Some(cex_id),
+                    reason,
+                },
+            )),
+            Verdict::Refused { .. } | Verdict::CredentialsRefused { .. } | Verdict::NotSent => {}
         }
-        changes
-    };
-    let snapshot = apply_changes(deps, snapshot, wanted, decide, Some(asked_at)).await?;
-    Ok((snapshot, recorded))
+    }
+    changes
 }
 
 /// Looks these client ids up and records what the exchange says; a look-up that fails leaves
