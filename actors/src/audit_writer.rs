@@ -13,6 +13,8 @@ use std::{
 };
 
 use actix::prelude::*;
+
+use crate::runtime::InRuntime;
 use payroll_entities::{audit_entry, bulk, db::Db};
 use sea_orm::IntoActiveModel;
 
@@ -105,7 +107,7 @@ impl AuditWriter {
             return;
         }
         let db = self.db.clone();
-        ctx.wait(write_batch(db, batch).into_actor(self));
+        ctx.wait(write_batch(db, batch).in_runtime().into_actor(self));
     }
 }
 
@@ -187,6 +189,7 @@ impl Handler<Flush> for AuditWriter {
                 let _handling = handling;
                 write_batch(db, batch).await;
             }
+            .in_runtime()
             .into_actor(self),
         )
     }

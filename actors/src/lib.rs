@@ -10,6 +10,7 @@ pub mod exchange;
 pub mod mailer;
 pub mod retention;
 pub mod run;
+pub mod runtime;
 pub mod settings;
 pub mod telemetry;
 pub mod tls;

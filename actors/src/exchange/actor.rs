@@ -19,6 +19,8 @@ use std::{
 };
 
 use actix::prelude::*;
+
+use crate::runtime::InRuntime;
 use payroll_entities::{Cents, Network, TransferDirection, db::Db, treasury_transfer};
 
 pub use super::point::{FundsPoint, PointFigures};
@@ -165,7 +167,7 @@ impl ExchangeActor {
         let limit = self.limit.clone();
         ctx.spawn(
             async move { limit.take(wanted).await }
-                .into_actor(self)
+                .in_runtime().into_actor(self)
                 .map(|result, act, ctx| match result {
                     Ok((0, wait, tokens)) => {
                         act.tokens = tokens;
@@ -232,6 +234,7 @@ impl ExchangeActor {
         let owner = self.owner.clone();
         ctx.spawn(
             async move { send_fenced(&db, &owner, &*provider, requests).await }
+                .in_runtime()
                 .into_actor(self)
                 .map(move |(answers, released), act, ctx| {
                     act.sent += answers
@@ -266,6 +269,7 @@ impl ExchangeActor {
         let runs: Vec<Option<String>> = waiters.iter().map(|w| w.run_id.clone()).collect();
         ctx.spawn(
             async move { read_point(&db, &*provider, &runs).await }
+                .in_runtime()
                 .into_actor(self)
                 .map(move |answers, act, ctx| {
                     for (waiter, answer) in waiters.into_iter().zip(answers) {
@@ -355,14 +359,14 @@ impl Handler<FundsPoint> for ExchangeActor {
             reply,
         });
         self.take_point(ctx);
-        Box::pin(async move {
+        Box::pin(InRuntime::in_runtime(async move {
             let _handling = handling;
             answer.await.unwrap_or_else(|_| {
                 Err(ExchangeError::Unavailable(
                     "the exchange actor stopped before the funds could be read".into(),
                 ))
             })
-        })
+        }))
     }
 }
 
@@ -474,6 +478,7 @@ impl Handler<StopSending> for ExchangeActor {
             async move {
                 rx.await.ok();
             }
+            .in_runtime()
             .into_actor(self)
             .map(|_, act, _| std::mem::take(&mut act.unsent)),
         )
@@ -491,10 +496,10 @@ impl Handler<GetBalances> for ExchangeActor {
     fn handle(&mut self, _: GetBalances, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "GetBalances");
         let provider = self.provider.clone();
-        Box::pin(async move {
+        Box::pin(InRuntime::in_runtime(async move {
             let _handling = handling;
             provider.balances().await
-        })
+        }))
     }
 }
 
@@ -513,10 +518,10 @@ impl Handler<Lookup> for ExchangeActor {
     fn handle(&mut self, msg: Lookup, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "Lookup");
         let provider = self.provider.clone();
-        Box::pin(async move {
+        Box::pin(InRuntime::in_runtime(async move {
             let _handling = handling;
             provider.lookup(&msg.client_ids, msg.sent_since).await
-        })
+        }))
     }
 }
 
@@ -532,7 +537,7 @@ impl Handler<QuoteFees> for ExchangeActor {
     fn handle(&mut self, msg: QuoteFees, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "QuoteFees");
         let provider = self.provider.clone();
-        Box::pin(async move {
+        Box::pin(InRuntime::in_runtime(async move {
             let _handling = handling;
             let mut quotes = HashMap::new();
             for network in msg.0 {
@@ -541,7 +546,7 @@ impl Handler<QuoteFees> for ExchangeActor {
                 }
             }
             Ok(quotes)
-        })
+        }))
     }
 }
 
@@ -561,12 +566,12 @@ impl Handler<Transfer> for ExchangeActor {
     fn handle(&mut self, msg: Transfer, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "Transfer");
         let provider = self.provider.clone();
-        Box::pin(async move {
+        Box::pin(InRuntime::in_runtime(async move {
             let _handling = handling;
             provider
                 .transfer(&msg.transfer_id, msg.direction, msg.amount, msg.note)
                 .await
-        })
+        }))
     }
 }
 
@@ -584,10 +589,10 @@ impl Handler<ListTransfers> for ExchangeActor {
     fn handle(&mut self, msg: ListTransfers, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "ListTransfers");
         let provider = self.provider.clone();
-        Box::pin(async move {
+        Box::pin(InRuntime::in_runtime(async move {
             let _handling = handling;
             provider.transfers(msg.limit, msg.offset).await
-        })
+        }))
     }
 }
 

@@ -12,6 +12,8 @@ use std::{
 };
 
 use actix::prelude::*;
+
+use crate::runtime::InRuntime;
 use chrono::{DateTime, Utc};
 use lettre::{
     AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
@@ -165,6 +167,7 @@ impl Mailer {
         let max_attempts = self.settings.max_attempts.max(1) as i32;
         ctx.spawn(
             async move { send_due(&db, &transport, &from, max_attempts).await }
+                .in_runtime()
                 .into_actor(self)
                 .map(|result, act, ctx| {
                     act.draining = false;

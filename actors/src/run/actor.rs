@@ -11,6 +11,8 @@ use std::{
 };
 
 use actix::prelude::*;
+
+use crate::runtime::InRuntime;
 use payroll_entities::RunStatus;
 use tracing::Instrument as _;
 
@@ -125,6 +127,7 @@ impl RunActor {
                 Ok::<_, RunError>((snapshot, owns, unsettled))
             }
             .instrument(self.span())
+            .in_runtime()
             .into_actor(self)
             .map(|result, act, ctx| match result {
                 Ok((snapshot, owns, unsettled)) => {
@@ -206,6 +209,7 @@ impl RunActor {
                         }
                     }
                     .instrument(act.span())
+                    .in_runtime()
                     .into_actor(act)
                 })
                 .map(|result, act, ctx| match result {
@@ -247,7 +251,7 @@ impl RunActor {
                         Ok::<_, RunError>((snapshot, recorded, finished))
                     }
                     .instrument(act.span())
-                    .into_actor(act)
+                    .in_runtime().into_actor(act)
                 })
                 .map(|result, act, ctx| match result {
                     Ok((snapshot, recorded, finished)) => {
@@ -315,7 +319,7 @@ impl RunActor {
                 Ok::<_, sea_orm::DbErr>((held, changed))
             }
             .instrument(self.span())
-            .into_actor(self)
+            .in_runtime().into_actor(self)
             .map(move |result, act, ctx| match result {
                 Ok((held, changed)) => {
                     if !held && act.owns && working {
@@ -394,6 +398,7 @@ impl RunActor {
                         }
                     }
                     .instrument(act.span())
+                    .in_runtime()
                     .into_actor(act)
                 })
                 .map(|result, act, _| match result {
@@ -430,6 +435,7 @@ impl RunActor {
         ctx.wait(
             self.manager
                 .send(retire)
+                .in_runtime()
                 .into_actor(self)
                 .map(|_, _, ctx| ctx.stop()),
         );
@@ -515,7 +521,7 @@ impl Handler<RunRequest> for RunActor {
                         Ok::<_, RunError>((done, recorded, took))
                     }
                     .instrument(tracing::info_span!("run", run_id = %act.run_id, request_id = request_id.as_deref().unwrap_or("")))
-                    .into_actor(act)
+                    .in_runtime().into_actor(act)
                 })
                 .map(move |result, act, ctx| {
                     let _handling = handling;

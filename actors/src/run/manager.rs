@@ -9,6 +9,8 @@ use std::{collections::HashMap, sync::Arc};
 
 use actix::prelude::*;
 
+use crate::runtime::InRuntime;
+
 use super::{
     actor::{Pause, Quiesce, Reload, Retire, RunActor},
     creation,
@@ -85,6 +87,7 @@ impl RunManager {
                     tracing::warn!(error = %err, "run leases could not be renewed");
                 }
             }
+            .in_runtime()
             .into_actor(self),
         );
         if self.stopping {
@@ -93,7 +96,7 @@ impl RunManager {
         let db = self.deps.db.clone();
         ctx.spawn(
             async move { lease::orphaned(&db.conn).await }
-                .into_actor(self)
+                .in_runtime().into_actor(self)
                 .map(|result, act, ctx| match result {
                     Ok(ids) => {
                         for id in ids {
@@ -120,12 +123,12 @@ impl Handler<RunRequest> for RunManager {
     fn handle(&mut self, msg: RunRequest, ctx: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "RunRequest");
         let addr = self.actor_for(&msg.run_id, ctx);
-        Box::pin(async move {
+        Box::pin(InRuntime::in_runtime(async move {
             let _handling = handling;
             addr.counted_send(msg)
                 .await
                 .map_err(|e| RunError::Unavailable(format!("run actor: {e}")))?
-        })
+        }))
     }
 }
 
@@ -137,10 +140,10 @@ impl Handler<CreateRun> for RunManager {
     fn handle(&mut self, msg: CreateRun, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "CreateRun");
         let deps = self.deps.clone();
-        Box::pin(async move {
+        Box::pin(InRuntime::in_runtime(async move {
             let _handling = handling;
             creation::create_run(&deps, msg).await
-        })
+        }))
     }
 }
 
@@ -191,7 +194,7 @@ impl Handler<StopRuns> for RunManager {
     fn handle(&mut self, msg: StopRuns, _: &mut Context<Self>) -> Self::Result {
         self.stopping = true;
         let actors: Vec<Addr<RunActor>> = self.actors.values().cloned().collect();
-        Box::pin(async move {
+        Box::pin(InRuntime::in_runtime(async move {
             let waits = actors.into_iter().map(|addr| async move {
                 let result = match msg {
                     StopRuns::Pause => addr.send(Pause).await,
@@ -201,6 +204,6 @@ impl Handler<StopRuns> for RunManager {
                 result.ok();
             });
             futures_util::future::join_all(waits).await;
-        })
+        }))
     }
 }

@@ -9,6 +9,8 @@ use std::{
 };
 
 use actix::prelude::*;
+
+use crate::runtime::InRuntime;
 use chrono::{DateTime, Utc};
 use payroll_entities::time;
 
@@ -215,7 +217,7 @@ impl WebhookDispatcher {
         let held: Vec<String> = self.held.iter().cloned().collect();
         ctx.spawn(
             async move { store::claim_due(&deps, &endpoint_id, limit, held).await }
-                .into_actor(self)
+                .in_runtime().into_actor(self)
                 .map(move |result, act, ctx| {
                     act.claiming = false;
                     match result {
@@ -284,6 +286,7 @@ impl WebhookDispatcher {
         let timeout = Duration::from_millis(self.deps.settings.timeout_ms.max(1));
         ctx.spawn(
             attempt(client, target, policy, timeout, claimed)
+                .in_runtime()
                 .into_actor(self)
                 .map(|outcome, act, ctx| {
                     act.in_flight = act.in_flight.saturating_sub(1);
@@ -328,7 +331,7 @@ impl WebhookDispatcher {
                 let result = store::record(&deps, &endpoint_id, &outcomes).await;
                 (result, outcomes)
             }
-            .into_actor(self)
+            .in_runtime().into_actor(self)
             .map(|(result, outcomes), act, ctx| {
                 act.flushing = false;
                 match result {

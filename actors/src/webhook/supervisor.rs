@@ -7,6 +7,8 @@ use std::{collections::HashMap, time::Duration};
 
 use actix::prelude::*;
 
+use crate::runtime::InRuntime;
+
 use super::{
     dispatcher::{Reload, Retire, Wake, WebhookDispatcher},
     http::build_client,
@@ -101,7 +103,7 @@ impl WebhookSupervisor {
         self.scanning = true;
         let db = self.deps.db.clone();
         let fut = async move { store::endpoints_with_pending(&db, all).await };
-        ctx.spawn(fut.into_actor(self).map(|found, act, ctx| {
+        ctx.spawn(fut.in_runtime().into_actor(self).map(|found, act, ctx| {
             act.scanning = false;
             match found {
                 Ok(endpoints) => {

@@ -8,6 +8,8 @@
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
+
+use crate::runtime::InRuntime;
 use tracing::Instrument as _;
 
 use super::RunActor;
@@ -105,7 +107,7 @@ impl RunActor {
         ctx.spawn(
             async move { settlement::look_up(&deps, ids).await }
                 .instrument(self.span())
-                .into_actor(self)
+                .in_runtime().into_actor(self)
                 .map(move |found, act, ctx| {
                     act.looking_up = false;
                     let found = match found {

@@ -1,0 +1,80 @@
+//! Futures that release database connections inside the runtime they were made on.
+//!
+//! An actor's futures are dropped with its arbiter, after the arbiter's runtime has stopped
+//! and outside its context. A future dropped mid-query still holds a pooled connection, whose
+//! drop hands it back to the pool through the runtime; with no runtime current that panics,
+//! and a second such drop during the unwinding aborts the process. [`InRuntime::in_runtime`]
+//! enters the runtime the future was made on while dropping it, so the hand-back is simply
+//! cancelled with the stopped runtime.
+
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+};
+
+/// A future dropped inside the runtime it was made on.
+pub struct WithRuntime<F> {
+    handle: Option<tokio::runtime::Handle>,
+    inner: Option<Pin<Box<F>>>,
+}
+
+impl<F: Future> Future for WithRuntime<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        match self.inner.as_mut() {
+            Some(inner) => inner.as_mut().poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<F> Drop for WithRuntime<F> {
+    fn drop(&mut self) {
+        let _entered = self.handle.as_ref().map(|handle| handle.enter());
+        drop(self.inner.take());
+    }
+}
+
+pub trait InRuntime: Future + Sized {
+    /// This future, dropped inside the runtime current now (if any).
+    fn in_runtime(self) -> WithRuntime<Self> {
+        WithRuntime {
+            handle: tokio::runtime::Handle::try_current().ok(),
+            inner: Some(Box::pin(self)),
+        }
+    }
+}
+
+impl<F: Future> InRuntime for F {}
+
+#[cfg(test)]
+mod tests {
+    use super::InRuntime;
+
+    #[test]
+    fn a_future_is_dropped_inside_the_runtime_it_was_made_on() {
+        struct NeedsRuntime;
+        impl Drop for NeedsRuntime {
+            fn drop(&mut self) {
+                assert!(tokio::runtime::Handle::try_current().is_ok());
+            }
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let held = NeedsRuntime;
+        let future = {
+            let _entered = runtime.enter();
+            async move {
+                let _held = held;
+                std::future::pending::<()>().await
+            }
+            .in_runtime()
+        };
+        drop(runtime);
+        assert!(tokio::runtime::Handle::try_current().is_err());
+        drop(future);
+    }
+}
