@@ -166,7 +166,7 @@ impl Db {
                     .busy_timeout(Duration::from_secs(10))
                     .foreign_keys(true)
                     .row_buffer_size(4096)
-                    .pragma("wal_autocheckpoint", "16384")
+                    .pragma("wal_autocheckpoint", "4096")
             });
         Self::connect_with(options).await
     }
