@@ -2,8 +2,8 @@
 //! parameters than SQLite or PostgreSQL accept.
 
 use sea_orm::{
-    ActiveModelTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, Iterable, Statement,
-    Value, sea_query::OnConflict,
+    ActiveModelTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, Iden, Iterable,
+    Statement, Value, sea_query::OnConflict,
 };
 
 /// Bind parameters per statement: under SQLite's 32,766 and PostgreSQL's 65,535.
@@ -60,17 +60,20 @@ where
 /// Rows per `UPDATE … FROM (VALUES …)` statement: enough for a whole window at once.
 const UPDATE_ROWS_PER_STATEMENT: usize = 1024;
 
-/// Sets `columns` of many rows of `table` to values of their own, found by `key`: one
+/// Sets `columns` of many rows of entity `E` to values of their own, found by `key`: one
 /// `WITH v AS (VALUES …) UPDATE … FROM v` per statement size instead of one statement per row
 /// or an upsert of every column. Each row is its key's value followed by one value per column,
 /// in order. Returns the rows changed.
-pub async fn update_from_values<C: ConnectionTrait>(
+pub async fn update_from_values<E: EntityTrait, C: ConnectionTrait>(
     conn: &C,
-    table: &str,
-    key: &str,
-    columns: &[&str],
+    key: E::Column,
+    columns: &[E::Column],
     rows: Vec<Vec<Value>>,
 ) -> Result<u64, DbErr> {
+    let table = E::default().table_name();
+    let key = key.to_string();
+    let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+    let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
     let backend = conn.get_database_backend();
     let width = columns.len() + 1;
     let per_statement = UPDATE_ROWS_PER_STATEMENT.min(MAX_PARAMETERS / width).max(1);
@@ -87,7 +90,7 @@ pub async fn update_from_values<C: ConnectionTrait>(
             }
             values.extend(row);
         }
-        let sql = update_from_values_sql(backend, table, key, columns, size);
+        let sql = update_from_values_sql(backend, table, &key, &columns, size);
         changed += conn
             .execute_raw(Statement::from_sql_and_values(backend, sql, values))
             .await?

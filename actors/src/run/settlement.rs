@@ -386,15 +386,11 @@ pub async fn apply_lookup(
     // Decided first on the payouts as they are; only where that changes something is the
     // write transaction taken, and the decision made again on the payouts as it holds them.
     let payouts = store::payouts_by_id(&deps.db.conn, &wanted).await?;
-    let reached = || Recorded {
-        reached: true,
-        ..Recorded::default()
-    };
-    let mut recorded = reached();
+    let mut recorded = Recorded::default();
     if decide(&payouts, &mut recorded).is_empty() {
         return Ok((snapshot, recorded));
     }
-    let mut recorded = reached();
+    let mut recorded = Recorded::default();
     let snapshot = apply_changes(
         deps,
         snapshot,
@@ -407,7 +403,7 @@ pub async fn apply_lookup(
 }
 
 /// What a look-up's statuses change on these payouts (as read by the caller), and what is left
-/// to do: send, send again, watch.
+/// to do: send, send again, watch. The exchange answered, so it was reached.
 fn decide_lookup(
     deps: &RunDeps,
     statuses: &HashMap<String, RemoteStatus>,
@@ -415,6 +411,7 @@ fn decide_lookup(
     payouts: &HashMap<String, payout::Model>,
     recorded: &mut Recorded,
 ) -> Vec<(String, Change)> {
+    recorded.reached = true;
     let settings = &deps.exchange_settings;
     let grace = Duration::milliseconds(settings.reconcile_grace_ms as i64);
     let now: DateTime<Utc> = time::now();

@@ -137,7 +137,7 @@ pub async fn save_settled<C: ConnectionTrait>(
     payouts: &[payout::Model],
 ) -> Result<(), RunError> {
     use payout::Column as C;
-    use sea_orm::{Iden as _, Value};
+    use sea_orm::Value;
     let columns = [
         C::Status,
         C::CexWithdrawalId,
@@ -147,9 +147,7 @@ pub async fn save_settled<C: ConnectionTrait>(
         C::FailedReason,
         C::StuckSince,
         C::UpdatedAt,
-    ]
-    .map(|c| c.to_string());
-    let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+    ];
     let rows = payouts
         .iter()
         .map(|p| {
@@ -166,7 +164,7 @@ pub async fn save_settled<C: ConnectionTrait>(
             ]
         })
         .collect();
-    bulk::update_from_values(conn, "payouts", &C::Id.to_string(), &names, rows).await?;
+    bulk::update_from_values::<payout::Entity, _>(conn, C::Id, &columns, rows).await?;
     Ok(())
 }
 
