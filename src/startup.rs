@@ -1,7 +1,7 @@
 //! Builds the application: configuration → database (migrated) → actors → HTTP server. Tests
 //! build it on port 0 and read the port back.
 
-use payroll_actors::telemetry::CountedSend;
+use payroll_actors::{runtime::InRuntime as _, telemetry::CountedSend};
 use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
 
 use actix::Actor;
@@ -235,12 +235,20 @@ impl Application {
             actors,
             crate::openapi::document_json(),
         ));
-        if state.db.backend() == sea_orm::DatabaseBackend::Postgres {
-            // Keys revoked or rotated on any instance are forgotten here as the change commits.
-            actix_web::rt::spawn(crate::http::key_cache::listen_for_key_changes(
-                state.db.conn.get_postgres_connection_pool().clone(),
-                state.verified_keys.clone(),
-            ));
+        if let Some(changes) = state.run_changes.clone() {
+            // Keys revoked or rotated and runs changed on any instance are heard here as the
+            // change commits.
+            let pool = state.db.conn.get_postgres_connection_pool().clone();
+            // Dropped inside their runtime: a task torn down mid-query holds a connection.
+            actix_web::rt::spawn(
+                crate::http::announcements::listen(
+                    pool.clone(),
+                    state.verified_keys.clone(),
+                    changes.clone(),
+                )
+                .in_runtime(),
+            );
+            actix_web::rt::spawn(changes.send_barriers(pool).in_runtime());
         }
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
             .with_context(|| {

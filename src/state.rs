@@ -14,7 +14,11 @@ use payroll_entities::db::Db;
 
 use crate::{
     config::{Secret, Settings},
-    http::key_cache::{KEY_CACHE_TTL, VerifiedKeys},
+    http::{
+        announcements::RunChanges,
+        key_cache::{KEY_CACHE_TTL, VerifiedKeys},
+    },
+    routes::runs::views::Changes,
 };
 
 pub struct AppState {
@@ -40,8 +44,10 @@ pub struct AppState {
     pub instance_id: String,
     /// The OpenAPI document as served, built once at start-up.
     pub openapi_json: &'static str,
-    /// Runs as last shown, while no write has committed since (SQLite only).
+    /// Runs as last shown, while no write has committed since.
     pub run_views: crate::routes::runs::views::RunViews,
+    /// Run changes announced by every instance (PostgreSQL).
+    pub run_changes: Option<Arc<RunChanges>>,
 }
 
 /// The actors handlers talk to.
@@ -75,7 +81,13 @@ impl AppState {
         let burst = NonZeroU32::new(settings.api.rate_limit_burst).unwrap_or(NonZeroU32::MIN);
         let limiter =
             governor::RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst));
-        let db_is_sqlite = db.backend() == sea_orm::DatabaseBackend::Sqlite;
+        let run_changes = (db.backend() == sea_orm::DatabaseBackend::Postgres)
+            .then(|| Arc::new(RunChanges::new(&actors.instance_id)));
+        let changes = match &run_changes {
+            Some(changes) => Changes::Announced(changes.clone()),
+            // The service locks a SQLite file: this process is its one writer.
+            None => Changes::Local(db.clone()),
+        };
         AppState {
             settings,
             db,
@@ -91,8 +103,8 @@ impl AppState {
             secrets: actors.secrets,
             instance_id: actors.instance_id,
             openapi_json,
-            // Only where this process is the one writer: the service locks a SQLite file.
-            run_views: crate::routes::runs::views::RunViews::new(db_is_sqlite),
+            run_views: crate::routes::runs::views::RunViews::new(changes),
+            run_changes,
         }
     }
 }

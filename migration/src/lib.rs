@@ -20,6 +20,7 @@ mod m20260303_000002_add_delivery_claim_index;
 mod m20260304_000001_create_run_leases_and_rate_limits;
 mod m20261124_000001_create_exchange_holds;
 mod m20261124_000002_add_payout_sends;
+mod m20261125_000001_announce_run_changes;
 
 pub struct Migrator;
 
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260304_000001_create_run_leases_and_rate_limits::Migration),
             Box::new(m20261124_000001_create_exchange_holds::Migration),
             Box::new(m20261124_000002_add_payout_sends::Migration),
+            Box::new(m20261125_000001_announce_run_changes::Migration),
         ]
     }
 }

@@ -5,7 +5,7 @@
 //! Revoking or rotating a key through this process forgets it at once, and a lookup that was
 //! already under way when that happened is not stored. On PostgreSQL the change is also
 //! announced (`NOTIFY payroll_api_keys` in the transaction that makes it), and every instance
-//! listening forgets the key as the change commits ([`listen_for_key_changes`]); were that
+//! listening forgets the key as the change commits ([`super::announcements::listen`]); were that
 //! channel down, a key changed elsewhere would stop working here within [`KEY_CACHE_TTL`],
 //! and the cache is emptied whenever the channel comes back.
 
@@ -117,57 +117,6 @@ pub async fn announce_key_change<C: sea_orm::ConnectionTrait>(
         .await?;
     }
     Ok(())
-}
-
-/// Holds the listener with the runtime it was made on. Dropped where no runtime is current
-/// (a runtime being torn down drops its tasks so), it enters that one first: sqlx's clean-up
-/// of a listener and of a pooled connection spawns a task and would panic without one; on a
-/// runtime that is shutting down the task is dropped at once, closing the connection.
-struct Listening {
-    listener: Option<sea_orm::sqlx::postgres::PgListener>,
-    runtime: tokio::runtime::Handle,
-}
-
-impl Drop for Listening {
-    fn drop(&mut self) {
-        let _entered = tokio::runtime::Handle::try_current()
-            .is_err()
-            .then(|| self.runtime.enter());
-        drop(self.listener.take());
-    }
-}
-
-/// Listens for key changes made by any instance and forgets those keys here, for as long as
-/// the process runs; reconnects after a failure, emptying the cache since changes may have
-/// been missed meanwhile.
-pub async fn listen_for_key_changes(
-    pool: sea_orm::sqlx::PgPool,
-    keys: std::sync::Arc<VerifiedKeys>,
-) {
-    use sea_orm::sqlx::postgres::PgListener;
-    loop {
-        let listening: Result<std::convert::Infallible, sea_orm::sqlx::Error> = async {
-            let mut held = Listening {
-                listener: Some(PgListener::connect_with(&pool).await?),
-                runtime: tokio::runtime::Handle::current(),
-            };
-            let Some(listener) = held.listener.as_mut() else {
-                return Err(sea_orm::sqlx::Error::PoolClosed);
-            };
-            listener.listen(KEY_CHANNEL).await?;
-            // Whatever changed before the channel was open is forgotten too.
-            keys.forget_all();
-            loop {
-                let note = listener.recv().await?;
-                keys.forget(note.payload());
-            }
-        }
-        .await;
-        let Err(err) = listening;
-        tracing::warn!(error = %err, "key changes are not heard now; listening again in a second");
-        keys.forget_all();
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
 }
 
 #[cfg(test)]

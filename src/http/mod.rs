@@ -1,6 +1,7 @@
 //! The request pipeline and what handlers share: authentication, scopes, rate limits,
 //! idempotency, audit, errors, the request, the envelope, bodies, query strings and dates.
 
+pub mod announcements;
 pub mod audit;
 pub mod auth;
 pub mod body;

@@ -621,3 +621,45 @@ async fn a_run_read_again_shows_every_change() {
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(app.get(&path).await.data()["is_archived"], true);
 }
+
+/// On PostgreSQL, where several instances write: a run changed by another instance, or by any
+/// other writer of the database, reads changed on this one as soon as the change is
+/// acknowledged, although this instance keeps the views it showed.
+#[actix_web::test]
+async fn a_run_changed_elsewhere_reads_changed_at_once() {
+    use sea_orm::ConnectionTrait as _;
+    if std::env::var("PAYROLL_TEST_DATABASE_URL").is_err() {
+        eprintln!(
+            "skipped: several instances share only a PostgreSQL database; \
+             set PAYROLL_TEST_DATABASE_URL (the CI's PostgreSQL suite runs it)"
+        );
+        return;
+    }
+    let here = spawn_app().await;
+    let url = here.settings.database.url.clone();
+    let there = spawn_app_with(|s| s.database.url = url).await;
+    three_employees(&here).await;
+    let run_id = here
+        .create_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    let path = format!("/api/v1/payroll-runs/{run_id}");
+    assert_eq!(here.get(&path).await.data()["status"], "DRAFT");
+    assert_eq!(here.get(&path).await.data()["status"], "DRAFT");
+    let res = there.act(&format!("{path}/confirm")).await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(here.get(&path).await.data()["status"], "CONFIRMED");
+    // Any writer at all: the change is announced by the database, not by the service.
+    let db = here.db().await;
+    for i in 0..50 {
+        let note = format!("note {i}");
+        db.conn
+            .execute_unprepared(&format!(
+                "UPDATE payroll_runs SET note = '{note}' WHERE id = '{run_id}'"
+            ))
+            .await
+            .expect("update");
+        let read = here.get(&path).await;
+        assert_eq!(read.data()["note"], note.as_str(), "{}", read.text);
+        assert_eq!(here.get(&path).await.data()["note"], note.as_str());
+    }
+}

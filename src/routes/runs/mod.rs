@@ -207,13 +207,15 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.query()?.finish(&[])?;
     let state = req.state();
     // Taken before the read: a view read while a write commits is not kept past that write.
-    let generation = state.db.write_generation();
-    if let Some(view) = state.run_views.get(generation, req.param("run_id")) {
+    let generation = state.run_views.generation().await;
+    if let Some(view) = generation.and_then(|g| state.run_views.get(g, req.param("run_id"))) {
         return req.ok(&*view);
     }
     let run = find_run(&req, req.param("run_id")).await?;
     let view = Arc::new(show_run(&state.db.conn, &run).await?);
-    state.run_views.put(generation, run.id, view.clone());
+    if let Some(generation) = generation {
+        state.run_views.put(generation, run.id, view.clone());
+    }
     req.ok(&*view)
 }
 

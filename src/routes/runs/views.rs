@@ -1,8 +1,14 @@
-//! Runs as `GET /payroll-runs/{run_id}` shows them, kept between reads. Only on a database that
-//! no other process writes (SQLite, which the service locks): a view is served while no write
-//! transaction of this process has committed since the view was read
-//! ([`payroll_entities::db::Db::write_generation`]); the first commit after it retires every
-//! view. So a read never answers older than the last write acknowledged before it.
+//! Runs as `GET /payroll-runs/{run_id}` shows them, kept between reads. A view is served while
+//! no change has committed since it was read, so a read never answers older than the last
+//! write acknowledged before it, whichever instance made it:
+//!
+//! - SQLite (which the service locks: this process is its one writer): every write transaction
+//!   of the process counts ([`payroll_entities::db::Db::write_generation`]); the first commit
+//!   after a view was read retires it.
+//! - PostgreSQL (several instances may write): every change to a run or a job is announced as
+//!   it commits, and a read first waits until every change committed before it began has been
+//!   heard ([`crate::http::announcements::RunChanges::generation`]). Where that cannot be known
+//!   (the channel is down), the read goes to the database and keeps nothing.
 
 use std::{
     collections::HashMap,
@@ -10,6 +16,9 @@ use std::{
 };
 
 use payroll_actors::views::RunResource;
+use payroll_entities::db::Db;
+
+use crate::http::announcements::RunChanges;
 
 /// Views kept at most; past it the cache starts afresh.
 const MAX_VIEWS: usize = 4096;
@@ -19,8 +28,18 @@ pub type RunViews = Views<RunResource>;
 
 /// Views by id, each read at a write generation.
 pub struct Views<V> {
-    enabled: bool,
+    changes: Changes,
     kept: Mutex<Kept<V>>,
+}
+
+/// Where a view's generation comes from.
+pub enum Changes {
+    /// This process's write transactions (it is the database's one writer).
+    Local(Db),
+    /// Changes announced by every instance.
+    Announced(Arc<RunChanges>),
+    /// Nothing is kept.
+    Off,
 }
 
 struct Kept<V> {
@@ -38,19 +57,25 @@ impl<V> Default for Kept<V> {
 }
 
 impl<V> Views<V> {
-    /// `enabled` only where this process is the database's one writer.
-    pub fn new(enabled: bool) -> Views<V> {
+    pub fn new(changes: Changes) -> Views<V> {
         Views {
-            enabled,
+            changes,
             kept: Mutex::default(),
+        }
+    }
+
+    /// The generation a read begins at, taken before it reads: every change acknowledged
+    /// before this call counts in it. `None`: nothing is kept, read the database.
+    pub async fn generation(&self) -> Option<u64> {
+        match &self.changes {
+            Changes::Local(db) => Some(db.write_generation()),
+            Changes::Announced(changes) => changes.generation().await,
+            Changes::Off => None,
         }
     }
 
     /// The view of `run_id` read at `generation`, if it is still that.
     pub fn get(&self, generation: u64, id: &str) -> Option<Arc<V>> {
-        if !self.enabled {
-            return None;
-        }
         let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         if kept.generation != generation {
             return None;
@@ -60,9 +85,6 @@ impl<V> Views<V> {
 
     /// Keeps a view read at `generation` (taken before the read began).
     pub fn put(&self, generation: u64, id: String, view: Arc<V>) {
-        if !self.enabled {
-            return;
-        }
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         if generation < kept.generation {
             return; // read before a write the cache already knows of
@@ -85,7 +107,7 @@ mod tests {
 
     #[test]
     fn a_view_lasts_until_the_next_commit() {
-        let views = Views::new(true);
+        let views = Views::new(Changes::Off);
         put(&views, 3, "run_a");
         assert!(views.get(3, "run_a").is_some());
         assert!(views.get(3, "run_b").is_none());
@@ -95,12 +117,5 @@ mod tests {
         put(&views, 3, "run_a");
         assert!(views.get(4, "run_a").is_none());
         assert!(views.get(4, "run_b").is_some());
-    }
-
-    #[test]
-    fn disabled_keeps_nothing() {
-        let views = Views::new(false);
-        put(&views, 1, "run_a");
-        assert!(views.get(1, "run_a").is_none());
     }
 }

@@ -1,0 +1,249 @@
+//! What instances sharing a PostgreSQL database tell each other, heard on one listening
+//! connection per instance:
+//!
+//! - `payroll_api_keys`: a key revoked or rotated (its hash); every instance forgets it
+//!   ([`super::key_cache`]).
+//! - `payroll_run_changes`: a statement changed a run or a job, announced by a trigger in the
+//!   writing transaction (migration `m20261125_000001`). PostgreSQL queues announcements in
+//!   commit order and delivers them in that order.
+//! - this instance's own read barrier: a read that wants to serve a run view kept here first
+//!   announces a token on a channel only this instance listens to, and waits to hear it back.
+//!   Everything committed before the token was announced was announced before it, so once the
+//!   token is heard every change acknowledged before the read began has been counted
+//!   ([`RunChanges::generation`]). Reads waiting at once share one token.
+//!
+//! Whenever the channel is lost and opened again, whatever was said meanwhile may have been
+//! missed: every key is forgotten and every view retired.
+
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use sea_orm::sqlx::{self, PgPool, postgres::PgListener};
+use tokio::sync::{Notify, watch};
+
+use super::key_cache::{KEY_CHANNEL, VerifiedKeys};
+
+/// Where run and job changes are announced (by the trigger of migration `m20261125_000001`).
+pub const RUN_CHANNEL: &str = "payroll_run_changes";
+
+/// How long a read waits for its barrier before it reads the database instead.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Run and job changes heard from every instance, and this instance's read barriers.
+pub struct RunChanges {
+    /// Changes heard, plus one each time the channel is opened: a view read at one value is
+    /// current while the value is unchanged.
+    generation: AtomicU64,
+    /// Whether the channel is open (a barrier can be heard).
+    open: AtomicBool,
+    /// This instance's barrier channel.
+    channel: String,
+    tokens: Mutex<Tokens>,
+    /// The last barrier token heard back.
+    heard: watch::Sender<u64>,
+    /// Wakes the barrier sender.
+    wanted: Notify,
+}
+
+#[derive(Default)]
+struct Tokens {
+    /// The last token a read waits for.
+    wanted: u64,
+    /// The last token taken for announcing.
+    issued: u64,
+}
+
+impl RunChanges {
+    /// For the instance `instance_id`: its barrier channel is named after it.
+    pub fn new(instance_id: &str) -> RunChanges {
+        let suffix: String = instance_id
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        RunChanges {
+            generation: AtomicU64::new(0),
+            open: AtomicBool::new(false),
+            channel: format!("payroll_barrier_{suffix}"),
+            tokens: Mutex::new(Tokens::default()),
+            heard: watch::Sender::new(0),
+            wanted: Notify::new(),
+        }
+    }
+
+    fn tokens(&self) -> std::sync::MutexGuard<'_, Tokens> {
+        // Two counters; a panicking holder cannot leave them half-written.
+        self.tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The generation of run changes once every change committed before this call has been
+    /// heard; `None` when that cannot be known now (the channel is down, or the barrier took
+    /// longer than a second): the caller reads the database and keeps nothing.
+    pub async fn generation(&self) -> Option<u64> {
+        if !self.open.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut heard = self.heard.subscribe();
+        // A token taken before now may already be on its way: wait for the next one.
+        let need = {
+            let mut tokens = self.tokens();
+            let need = tokens.issued + 1;
+            tokens.wanted = tokens.wanted.max(need);
+            need
+        };
+        self.wanted.notify_one();
+        match tokio::time::timeout(BARRIER_TIMEOUT, heard.wait_for(|h| *h >= need)).await {
+            Ok(Ok(_)) => Some(self.generation.load(Ordering::Acquire)),
+            _ => None,
+        }
+    }
+
+    fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The channel is open again: what was said while it was down is treated as a change, and
+    /// reads waiting for a token that may have been lost go on (they read after this).
+    fn opened(&self) {
+        self.changed();
+        self.open.store(true, Ordering::Release);
+        let issued = self.tokens().issued;
+        self.heard.send_modify(|h| *h = (*h).max(issued));
+    }
+
+    fn closed(&self) {
+        self.open.store(false, Ordering::Release);
+        self.changed();
+    }
+
+    fn heard_token(&self, payload: &str) {
+        if let Ok(token) = payload.parse::<u64>() {
+            self.heard.send_modify(|h| *h = (*h).max(token));
+        }
+    }
+
+    /// Announces barrier tokens while reads want them, one at a time, for as long as the
+    /// process runs. The announcement is not made durable (nothing depends on it after a
+    /// crash), so it does not wait for the disk.
+    pub async fn send_barriers(self: Arc<Self>, pool: PgPool) {
+        loop {
+            let token = loop {
+                let notified = self.wanted.notified();
+                {
+                    let mut tokens = self.tokens();
+                    if tokens.wanted > tokens.issued {
+                        tokens.issued += 1;
+                        break tokens.issued;
+                    }
+                }
+                notified.await;
+            };
+            let sent = sqlx::query(
+                "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)",
+            )
+            .bind(&self.channel)
+            .bind(token.to_string())
+            .execute(&pool)
+            .await;
+            if let Err(err) = sent {
+                // Reads waiting for it give up after a second and read the database.
+                tracing::warn!(error = %err, "a read barrier could not be announced");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Listens to every instance's announcements for as long as the process runs; after a failure
+/// it opens the channel again a second later. Spawn it `in_runtime` (a listener dropped with
+/// no runtime current panics in sqlx's clean-up).
+pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>) {
+    loop {
+        let listening: Result<std::convert::Infallible, sqlx::Error> = async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            listener
+                .listen_all([KEY_CHANNEL, RUN_CHANNEL, runs.channel.as_str()])
+                .await?;
+            // Whatever changed before the channel was open is forgotten too.
+            keys.forget_all();
+            runs.opened();
+            loop {
+                match listener.try_recv().await? {
+                    Some(note) if note.channel() == KEY_CHANNEL => keys.forget(note.payload()),
+                    Some(note) if note.channel() == RUN_CHANNEL => runs.changed(),
+                    Some(note) => runs.heard_token(note.payload()),
+                    // Lost and opened again (listening anew): what was said meanwhile is lost.
+                    None => {
+                        tracing::warn!("the announcement channel was lost and is open again");
+                        keys.forget_all();
+                        runs.opened();
+                    }
+                }
+            }
+        }
+        .await;
+        runs.closed();
+        keys.forget_all();
+        let Err(err) = listening;
+        tracing::warn!(error = %err, "announcements are not heard now; listening again in a second");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_read_waits_for_a_token_taken_after_it_began() {
+        let runs = Arc::new(RunChanges::new("inst_01ABC"));
+        assert_eq!(runs.channel, "payroll_barrier_inst01abc");
+        // Closed: nothing can be known.
+        assert_eq!(runs.generation().await, None);
+        runs.opened();
+        // Token 1 is taken (on its way) before the read begins: the read needs token 2.
+        runs.tokens().wanted = 1;
+        runs.tokens().issued = 1;
+        let reader = tokio::spawn({
+            let runs = runs.clone();
+            async move { runs.generation().await }
+        });
+        tokio::task::yield_now().await;
+        runs.heard_token("1");
+        runs.changed();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            !reader.is_finished(),
+            "token 1 was taken before the read began"
+        );
+        assert_eq!(runs.tokens().wanted, 2);
+        runs.heard_token("2");
+        assert_eq!(reader.await.expect("reader"), Some(2));
+    }
+
+    #[tokio::test]
+    async fn opening_again_counts_as_a_change_and_releases_waiting_reads() {
+        let runs = Arc::new(RunChanges::new("i"));
+        runs.opened();
+        let before = runs.generation.load(Ordering::Acquire);
+        let reader = tokio::spawn({
+            let runs = runs.clone();
+            async move { runs.generation().await }
+        });
+        tokio::task::yield_now().await;
+        // The reader's token was taken, then lost with the channel.
+        runs.tokens().issued += 1;
+        runs.opened();
+        let after = reader.await.expect("reader");
+        assert_eq!(after, Some(before + 1));
+        runs.closed();
+        assert_eq!(runs.generation().await, None);
+    }
+}
