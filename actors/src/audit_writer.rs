@@ -124,10 +124,9 @@ async fn write_batch(db: Db, batch: Vec<audit_entry::Model>) {
 async fn insert_batch(db: &Db, batch: Vec<audit_entry::Model>) -> Result<(), sea_orm::DbErr> {
     let count = batch.len();
     let tx = db.begin_write().await?;
-    bulk::insert_chunked(
+    bulk::insert_models(
         &*tx,
         batch.into_iter().map(IntoActiveModel::into_active_model),
-        None,
     )
     .await?;
     tx.commit().await?;

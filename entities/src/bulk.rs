@@ -2,8 +2,8 @@
 //! parameters than SQLite or PostgreSQL accept.
 
 use sea_orm::{
-    ActiveModelTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, Iden, Iterable,
-    Statement, Value, sea_query::OnConflict,
+    ActiveModelTrait, ColumnTrait, ColumnType, ConnectionTrait, DatabaseBackend, DbErr,
+    EntityTrait, Iden, Iterable, Statement, Value, sea_query::OnConflict,
 };
 
 /// Bind parameters per statement: under SQLite's 32,766 and PostgreSQL's 65,535.
@@ -32,7 +32,8 @@ fn statement_sizes(total: usize, per_statement: usize) -> Vec<usize> {
 }
 
 /// Inserts `rows` in as few statements as the parameter limit allows; with `on_conflict`,
-/// each statement carries that clause (an upsert). Returns the rows written.
+/// each statement carries that clause (an upsert), else as [`insert_models`]. Returns the rows
+/// written.
 pub async fn insert_chunked<A, C>(
     conn: &C,
     rows: impl IntoIterator<Item = A>,
@@ -42,19 +43,140 @@ where
     A: ActiveModelTrait,
     C: ConnectionTrait,
 {
+    let Some(on_conflict) = on_conflict else {
+        return insert_models(conn, rows).await;
+    };
     let per_statement = rows_per_statement::<A::Entity>();
     let rows: Vec<A> = rows.into_iter().collect();
     let mut rows = rows.into_iter();
     let mut written = 0;
     for size in statement_sizes(rows.len(), per_statement) {
         let chunk: Vec<A> = rows.by_ref().take(size).collect();
-        let mut insert = <A::Entity as EntityTrait>::insert_many(chunk);
-        if let Some(clause) = on_conflict {
-            insert = insert.on_conflict(clause.clone());
-        }
+        let insert =
+            <A::Entity as EntityTrait>::insert_many(chunk).on_conflict(on_conflict.clone());
         written += insert.exec_without_returning(conn).await?;
     }
     Ok(written)
+}
+
+/// Inserts `rows` (every column) by plain multi-row statements: each value moved out of its
+/// model rather than cloned into the statement, and JSON bound as text once serialized (cast
+/// to `json` on PostgreSQL). Every column of every row is set (a model made whole); for inserts
+/// that need no conflict clause. Returns the rows written.
+pub async fn insert_models<A, C>(conn: &C, rows: impl IntoIterator<Item = A>) -> Result<u64, DbErr>
+where
+    A: ActiveModelTrait,
+    C: ConnectionTrait,
+{
+    let columns: Vec<<A::Entity as EntityTrait>::Column> =
+        <A::Entity as EntityTrait>::Column::iter().collect();
+    let json: Vec<<A::Entity as EntityTrait>::Column> = columns
+        .iter()
+        .copied()
+        .filter(|c| {
+            matches!(
+                c.def().get_column_type(),
+                ColumnType::Json | ColumnType::JsonBinary
+            )
+        })
+        .collect();
+    let mut values = Vec::new();
+    for mut row in rows {
+        let mut row_values = Vec::with_capacity(columns.len());
+        for column in &columns {
+            row_values.push(match row.take(*column).into_value() {
+                Some(Value::Json(json)) => Value::String(json.map(|j| j.to_string())),
+                Some(value) => value,
+                None => {
+                    return Err(DbErr::Custom(format!(
+                        "{} not set in a row to insert",
+                        column.to_string()
+                    )));
+                }
+            });
+        }
+        values.push(row_values);
+    }
+    let rows = values;
+    insert_values::<A::Entity, C>(conn, &columns, &json, rows).await
+}
+
+/// Inserts `rows` into `columns` of entity `E` by plain multi-row statements, each value bound
+/// as given (no model is built or cloned on the way). The values of the `json` columns are
+/// JSON text, cast to `json` on PostgreSQL (which takes no text for it). Returns the rows
+/// written.
+pub async fn insert_values<E: EntityTrait, C: ConnectionTrait>(
+    conn: &C,
+    columns: &[E::Column],
+    json: &[E::Column],
+    rows: Vec<Vec<Value>>,
+) -> Result<u64, DbErr> {
+    let table = E::default().table_name();
+    let backend = conn.get_database_backend();
+    let casts: Vec<bool> = columns
+        .iter()
+        .map(|c| json.iter().any(|j| j.to_string() == c.to_string()))
+        .collect();
+    let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+    let width = columns.len().max(1);
+    let mut rows = rows.into_iter();
+    let mut written = 0;
+    for size in statement_sizes(rows.len(), (MAX_PARAMETERS / width).max(1)) {
+        let mut values = Vec::with_capacity(size * width);
+        for row in rows.by_ref().take(size) {
+            if row.len() != width {
+                return Err(DbErr::Custom(format!(
+                    "a row of {} values for {width} columns of {table}",
+                    row.len()
+                )));
+            }
+            values.extend(row);
+        }
+        let sql = insert_values_sql(backend, table, &columns, &casts, size);
+        written += conn
+            .execute_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?
+            .rows_affected();
+    }
+    Ok(written)
+}
+
+fn insert_values_sql(
+    backend: DatabaseBackend,
+    table: &str,
+    columns: &[String],
+    json: &[bool],
+    rows: usize,
+) -> String {
+    use std::fmt::Write as _;
+    let names: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
+    let mut sql = String::with_capacity(64 + rows * columns.len() * 8);
+    let _ = write!(
+        sql,
+        "INSERT INTO \"{table}\" ({}) VALUES ",
+        names.join(", ")
+    );
+    let mut n = 0;
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for (column, is_json) in json.iter().enumerate() {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            n += 1;
+            match (backend, is_json) {
+                (DatabaseBackend::Postgres, true) => {
+                    let _ = write!(sql, "CAST(${n} AS json)");
+                }
+                (DatabaseBackend::Postgres, false) => {
+                    let _ = write!(sql, "${n}");
+                }
+                _ => sql.push('?'),
+            }
+        }
+        sql.push(')');
+    }
+    sql
 }
 
 /// Rows per `UPDATE … FROM (VALUES …)` statement: enough for a whole window at once.
@@ -143,6 +265,31 @@ fn update_from_values_sql(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn insert_values_casts_json_text_on_postgres_only() {
+        let columns = vec!["id".to_owned(), "data".to_owned()];
+        assert_eq!(
+            insert_values_sql(
+                DatabaseBackend::Postgres,
+                "events",
+                &columns,
+                &[false, true],
+                2
+            ),
+            "INSERT INTO \"events\" (\"id\", \"data\") VALUES ($1, CAST($2 AS json)), ($3, CAST($4 AS json))"
+        );
+        assert_eq!(
+            insert_values_sql(
+                DatabaseBackend::Sqlite,
+                "events",
+                &columns,
+                &[false, true],
+                1
+            ),
+            "INSERT INTO \"events\" (\"id\", \"data\") VALUES (?, ?)"
+        );
+    }
 
     #[test]
     fn statement_sizes_are_full_statements_then_powers_of_two() {

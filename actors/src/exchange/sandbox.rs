@@ -525,6 +525,16 @@ impl SandboxProvider {
             available -= cost;
             spent += cost;
             let cex_id = format!("sbx_{}", ulid::Ulid::new());
+            let failed_reason = self
+                .fails(&req.address)
+                .then(|| "the destination address rejected the transfer".to_owned());
+            // Settling at once (no completion delay): completed as it is accepted, rather than
+            // written twice. One that fails is refunded as it settles, so it waits for that.
+            let status = if settles_at <= now && failed_reason.is_none() {
+                SandboxWithdrawalStatus::Completed
+            } else {
+                SandboxWithdrawalStatus::Pending
+            };
             rows.push(sandbox_withdrawal::Model {
                 id: cex_id.clone(),
                 client_id: req.client_id.clone(),
@@ -532,12 +542,10 @@ impl SandboxProvider {
                 fee_usd_cents: req.fee.0,
                 network: req.network,
                 address: req.address.clone(),
-                status: SandboxWithdrawalStatus::Pending,
+                status,
                 // Known from the start; shown once the withdrawal has completed.
                 tx_hash: Some(tx_hash(req.network, &req.client_id)),
-                failed_reason: self
-                    .fails(&req.address)
-                    .then(|| "the destination address rejected the transfer".to_owned()),
+                failed_reason,
                 created_at: now,
                 settles_at,
             });

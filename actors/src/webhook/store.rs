@@ -34,12 +34,16 @@ use crate::{
 
 /// A new PENDING delivery, due now.
 pub fn new_delivery(endpoint_id: &str, event: &event::Model) -> webhook_delivery::Model {
+    delivery_of(endpoint_id, &event.id, &event.event_type)
+}
+
+fn delivery_of(endpoint_id: &str, event_id: &str, event_type: &str) -> webhook_delivery::Model {
     let now = time::now();
     webhook_delivery::Model {
         id: ids::new_id(ids::IdKind::Delivery),
         endpoint_id: endpoint_id.to_owned(),
-        event_id: event.id.clone(),
-        event_type: event.event_type.clone(),
+        event_id: event_id.to_owned(),
+        event_type: event_type.to_owned(),
         status: DeliveryStatus::Pending,
         attempt_count: 0,
         retries_used: 0,
@@ -52,9 +56,9 @@ pub fn new_delivery(endpoint_id: &str, event: &event::Model) -> webhook_delivery
     }
 }
 
-/// Writes one delivery row per ACTIVE endpoint subscribed to each event, in the events'
+/// Writes one delivery row per ACTIVE endpoint subscribed to each event (its id and type), in the events'
 /// transaction; the dispatchers hear of them once it commits.
-pub async fn enqueue_deliveries(tx: &WriteTx, events: &[event::Model]) -> Result<(), DbErr> {
+pub async fn enqueue_deliveries(tx: &WriteTx, events: &[(&str, &str)]) -> Result<(), DbErr> {
     if events.is_empty() {
         return Ok(());
     }
@@ -86,11 +90,11 @@ pub async fn enqueue_deliveries(tx: &WriteTx, events: &[event::Model]) -> Result
         .collect();
     let rows: Vec<webhook_delivery::Model> = events
         .iter()
-        .flat_map(|event| {
+        .flat_map(|(event_id, event_type)| {
             endpoints
                 .iter()
-                .filter(|(_, patterns)| subscribes(patterns, &event.event_type))
-                .map(|(id, _)| new_delivery(id, event))
+                .filter(|(_, patterns)| subscribes(patterns, event_type))
+                .map(|(id, _)| delivery_of(id, event_id, event_type))
         })
         .collect();
     insert_deliveries(tx, rows).await
