@@ -250,6 +250,9 @@ impl Application {
             );
             actix_web::rt::spawn(changes.send_barriers(pool).in_runtime());
         }
+        if state.db.backend() == sea_orm::DatabaseBackend::Sqlite {
+            actix_web::rt::spawn(checkpoint_log(state.db.clone()).in_runtime());
+        }
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
             .with_context(|| {
                 format!(
@@ -340,5 +343,22 @@ impl Application {
         }
         tracing::info!(at = %time::format(&time::now()), "stopped");
         Ok(())
+    }
+}
+
+/// How often the SQLite write-ahead log is checkpointed from the side.
+const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Checkpoints the SQLite log from the side for as long as the process runs: no commit does it
+/// (`wal_autocheckpoint` is off), so a writer never holds the write lock through a copy of the
+/// log, and the log stays small.
+async fn checkpoint_log(db: Db) {
+    let mut every = tokio::time::interval(CHECKPOINT_INTERVAL);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        if let Err(err) = db.checkpoint().await {
+            tracing::debug!(error = %err, "the SQLite log could not be checkpointed now");
+        }
     }
 }

@@ -166,7 +166,10 @@ impl Db {
                     .busy_timeout(Duration::from_secs(10))
                     .foreign_keys(true)
                     .row_buffer_size(4096)
-                    .pragma("wal_autocheckpoint", "4096")
+                    // No commit checkpoints the log itself: that would hold the write lock
+                    // for the whole copy. The server checkpoints from the side instead
+                    // ([`Db::checkpoint`]); a process that closes the database checkpoints it.
+                    .pragma("wal_autocheckpoint", "0")
             });
         Self::connect_with(options).await
     }
@@ -261,6 +264,28 @@ impl Db {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// On SQLite, copies the write-ahead log into the database file as far as no reader still
+    /// needs it (a passive checkpoint). It takes neither SQLite's write lock nor this
+    /// process's, so writers go on meanwhile. Answers the pages in the log and how many of
+    /// them are in the database file now; `None` on PostgreSQL.
+    pub async fn checkpoint(&self) -> Result<Option<(i64, i64)>, DbErr> {
+        if self.backend() != DatabaseBackend::Sqlite {
+            return Ok(None);
+        }
+        use sea_orm::ConnectionTrait as _;
+        let row = self
+            .conn
+            .query_one_raw(sea_orm::Statement::from_string(
+                DatabaseBackend::Sqlite,
+                "PRAGMA wal_checkpoint(PASSIVE)",
+            ))
+            .await?;
+        Ok(match row {
+            Some(row) => Some((row.try_get_by_index(1)?, row.try_get_by_index(2)?)),
+            None => None,
+        })
+    }
+
     /// Whether the database answers a trivial query.
     pub async fn ping(&self) -> Result<(), DbErr> {
         self.conn.ping().await
@@ -312,6 +337,38 @@ mod tests {
         let second_done = second.await.expect("transaction");
         let background_began = background.await.expect("transaction");
         assert!(background_began >= second_done);
+    }
+
+    #[tokio::test]
+    async fn commits_leave_the_log_to_a_checkpoint_from_the_side() {
+        use sea_orm::ConnectionTrait as _;
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
+        let db = Db::connect(&url, 2).await.expect("database");
+        db.conn
+            .execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+            .await
+            .expect("table");
+        // Far more pages than SQLite's own default of 1,000 between checkpoints.
+        for _ in 0..20 {
+            let tx = db.begin_write().await.expect("transaction");
+            tx.execute_unprepared(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) \
+                 INSERT INTO t (v) SELECT printf('%.500c', 'x') FROM n",
+            )
+            .await
+            .expect("rows");
+            tx.commit().await.expect("commit");
+        }
+        let wal = dir.path().join("t.db-wal");
+        let logged = std::fs::metadata(&wal).expect("log").len();
+        assert!(
+            logged > 2_500 * 4096,
+            "no commit checkpointed: {logged} bytes"
+        );
+        let (pages, copied) = db.checkpoint().await.expect("checkpoint").expect("SQLite");
+        assert!(pages > 5_000, "{pages} pages");
+        assert_eq!(copied, pages, "nothing reads: the whole log is copied");
     }
 
     #[test]
