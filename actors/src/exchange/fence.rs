@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use payroll_entities::{PayoutStatus, db::Db, payout, run_lease};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait as _, DbErr, EntityTrait, QueryFilter, QuerySelect, QueryTrait,
-    sea_query::{Expr, ExprTrait as _, Query},
+    ColumnTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    sea_query::{Expr, ExprTrait as _},
 };
 
 /// Most ids per statement: a whole batch of sends.
@@ -30,44 +30,54 @@ pub async fn stamp_sends(
         return Ok(stamped);
     }
     let tx = db.begin_write().await?;
-    // The runs `owner` holds now, shared-locked first (PostgreSQL; SQLite holds the database):
-    // a takeover waits for this stamp, and sees it.
-    let held: Vec<String> = run_lease::Entity::find()
-        .select_only()
-        .column(run_lease::Column::RunId)
-        .filter(run_lease::Column::Owner.eq(owner))
-        .filter(run_lease::Column::ExpiresAt.gt(now))
-        .lock_shared()
-        .into_tuple()
-        .all(&*tx)
-        .await?;
-    if held.is_empty() {
-        tx.commit().await?;
-        return Ok(stamped);
-    }
     for chunk in client_ids.chunks(CHUNK) {
-        // One statement stamps and answers the counts. A transaction that ends the payout
-        // meanwhile (a job failing, a look-up settling it) either commits first, and the row no
-        // longer qualifies, or waits for this stamp (the row is locked) and sees it.
-        let mut update = payout::Entity::update_many()
+        // Locked (PostgreSQL; SQLite holds the database): a transaction that ends the payout meanwhile (a job failing,
+        // a look-up settling it) either commits first, and the row no longer qualifies, or
+        // waits for this stamp and sees it.
+        let rows: Vec<(String, String, String, i32)> = payout::Entity::find()
+            .select_only()
+            .column(payout::Column::Id)
+            .column(payout::Column::PayrollRunId)
+            .column(payout::Column::ClientWithdrawalId)
+            .column(payout::Column::SendCount)
+            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.iter().cloned()))
+            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+            .filter(payout::Column::StuckSince.is_null())
+            .lock_exclusive()
+            .into_tuple()
+            .all(&*tx)
+            .await?;
+        let mut runs: Vec<String> = rows.iter().map(|r| r.1.clone()).collect();
+        runs.sort();
+        runs.dedup();
+        let held: Vec<String> = run_lease::Entity::find()
+            .select_only()
+            .column(run_lease::Column::RunId)
+            .filter(run_lease::Column::RunId.is_in(runs))
+            .filter(run_lease::Column::Owner.eq(owner))
+            .filter(run_lease::Column::ExpiresAt.gt(now))
+            .lock_shared()
+            .into_tuple()
+            .all(&*tx)
+            .await?;
+        let allowed: Vec<&(String, String, String, i32)> =
+            rows.iter().filter(|r| held.contains(&r.1)).collect();
+        if allowed.is_empty() {
+            continue;
+        }
+        payout::Entity::update_many()
             .col_expr(
                 payout::Column::SendCount,
                 Expr::col(payout::Column::SendCount).add(1),
             )
             .col_expr(payout::Column::LastSentAt, Expr::value(now))
-            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.iter().cloned()))
+            .filter(payout::Column::Id.is_in(allowed.iter().map(|r| r.0.clone())))
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
             .filter(payout::Column::StuckSince.is_null())
-            .filter(payout::Column::PayrollRunId.is_in(held.iter().cloned()))
-            .into_query();
-        update.returning(Query::returning().columns([
-            payout::Column::ClientWithdrawalId,
-            payout::Column::SendCount,
-        ]));
-        for row in tx.query_all(&update).await? {
-            let client_id: String = row.try_get_by_index(0)?;
-            let count: i32 = row.try_get_by_index(1)?;
-            stamped.insert(client_id, count);
+            .exec(&*tx)
+            .await?;
+        for (_, _, client_id, count) in allowed {
+            stamped.insert(client_id.clone(), count + 1);
         }
     }
     tx.commit().await?;
