@@ -26,11 +26,11 @@ use std::{
 use actix_web::{App, HttpResponse, HttpServer, web};
 use payroll::config::Settings;
 use payroll_actors::{
-    events::insert_events,
+    events::{NewEvent, insert_events},
     webhook::{secret_box::SecretBox, signing::generate_secret},
 };
 use payroll_entities::{
-    DeliveryStatus, WebhookStatus, event, ids, time, webhook_delivery, webhook_endpoint,
+    DeliveryStatus, WebhookStatus, ids, time, webhook_delivery, webhook_endpoint,
 };
 use sea_orm::{ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter};
 use serde_json::json;
@@ -137,10 +137,10 @@ async fn run(name: &str, base_url: Option<String>, count: usize, dead: bool) -> 
     }
     let seeding = Instant::now();
     for chunk_start in (0..count).step_by(1000) {
-        let events: Vec<event::Model> = (chunk_start..(chunk_start + 1000).min(count))
+        let events: Vec<NewEvent> = (chunk_start..(chunk_start + 1000).min(count))
             .map(|i| {
                 let payout_id = ids::new_id(ids::IdKind::Payout);
-                event::Model {
+                NewEvent {
                     id: ids::new_id(ids::IdKind::Event),
                     event_type: "payout.processing".into(),
                     resource_id: payout_id.clone(),
@@ -156,7 +156,8 @@ async fn run(name: &str, base_url: Option<String>, count: usize, dead: bool) -> 
                         "on_chain_tx_hash": null, "block_explorer_url": null, "failed_reason": null,
                         "initiated_at": time::format(&now), "completed_at": null,
                         "created_at": time::format(&now), "updated_at": time::format(&now)
-                    }}),
+                    }})
+                    .to_string(),
                 }
             })
             .collect();

@@ -119,9 +119,27 @@ pub async fn insert_values<E: EntityTrait, C: ConnectionTrait>(
         .collect();
     let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
     let width = columns.len().max(1);
+    in_statements(conn, table, width, MAX_PARAMETERS / width, rows, |size| {
+        insert_values_sql(backend, table, &columns, &casts, size)
+    })
+    .await
+}
+
+/// Executes `rows` (each `width` values) in statements of a few sizes, at most
+/// `per_statement` rows each, the statement of `size` rows written by `sql`. Returns the rows
+/// changed.
+async fn in_statements<C: ConnectionTrait>(
+    conn: &C,
+    table: &str,
+    width: usize,
+    per_statement: usize,
+    rows: Vec<Vec<Value>>,
+    sql: impl Fn(usize) -> String,
+) -> Result<u64, DbErr> {
+    let backend = conn.get_database_backend();
     let mut rows = rows.into_iter();
-    let mut written = 0;
-    for size in statement_sizes(rows.len(), (MAX_PARAMETERS / width).max(1)) {
+    let mut changed = 0;
+    for size in statement_sizes(rows.len(), per_statement.max(1)) {
         let mut values = Vec::with_capacity(size * width);
         for row in rows.by_ref().take(size) {
             if row.len() != width {
@@ -132,13 +150,12 @@ pub async fn insert_values<E: EntityTrait, C: ConnectionTrait>(
             }
             values.extend(row);
         }
-        let sql = insert_values_sql(backend, table, &columns, &casts, size);
-        written += conn
-            .execute_raw(Statement::from_sql_and_values(backend, sql, values))
+        changed += conn
+            .execute_raw(Statement::from_sql_and_values(backend, sql(size), values))
             .await?
             .rows_affected();
     }
-    Ok(written)
+    Ok(changed)
 }
 
 fn insert_values_sql(
@@ -198,27 +215,11 @@ pub async fn update_from_values<E: EntityTrait, C: ConnectionTrait>(
     let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
     let backend = conn.get_database_backend();
     let width = columns.len() + 1;
-    let per_statement = UPDATE_ROWS_PER_STATEMENT.min(MAX_PARAMETERS / width).max(1);
-    let mut rows = rows.into_iter();
-    let mut changed = 0;
-    for size in statement_sizes(rows.len(), per_statement) {
-        let mut values = Vec::with_capacity(size * width);
-        for row in rows.by_ref().take(size) {
-            if row.len() != width {
-                return Err(DbErr::Custom(format!(
-                    "a row of {} values for {width} columns of {table}",
-                    row.len()
-                )));
-            }
-            values.extend(row);
-        }
-        let sql = update_from_values_sql(backend, table, &key, &columns, size);
-        changed += conn
-            .execute_raw(Statement::from_sql_and_values(backend, sql, values))
-            .await?
-            .rows_affected();
-    }
-    Ok(changed)
+    let per_statement = UPDATE_ROWS_PER_STATEMENT.min(MAX_PARAMETERS / width);
+    in_statements(conn, table, width, per_statement, rows, |size| {
+        update_from_values_sql(backend, table, &key, &columns, size)
+    })
+    .await
 }
 
 /// The statement of [`update_from_values`] for `rows` rows.
