@@ -123,15 +123,89 @@ async fn write_batch(db: Db, batch: Vec<audit_entry::Model>) {
 
 async fn insert_batch(db: &Db, batch: Vec<audit_entry::Model>) -> Result<(), sea_orm::DbErr> {
     let count = batch.len();
-    let tx = db.begin_write().await?;
-    bulk::insert_models(
-        &*tx,
-        batch.into_iter().map(IntoActiveModel::into_active_model),
-    )
-    .await?;
-    tx.commit().await?;
+    if db.backend() == sea_orm::DatabaseBackend::Postgres {
+        copy_batch(db, &batch).await?;
+    } else {
+        let tx = db.begin_write().await?;
+        bulk::insert_models(
+            &*tx,
+            batch.into_iter().map(IntoActiveModel::into_active_model),
+        )
+        .await?;
+        tx.commit().await?;
+    }
     tracing::trace!(count, "audit entries written");
     Ok(())
+}
+
+/// PostgreSQL: the batch in one `COPY … FROM STDIN` (CSV), a small part of the server's work
+/// for a multi-row `INSERT` of as many rows (no parameters bound, nothing planned), and as
+/// atomic: every entry of the batch is written, or none.
+async fn copy_batch(db: &Db, batch: &[audit_entry::Model]) -> Result<u64, sea_orm::DbErr> {
+    use sea_orm::{Iden as _, Iterable as _, sqlx::postgres::PgPoolCopyExt as _};
+    let failed = |err: sea_orm::sqlx::Error| sea_orm::DbErr::Custom(err.to_string());
+    let columns: Vec<String> = audit_entry::Column::iter()
+        .map(|c| format!("\"{}\"", c.to_string()))
+        .collect();
+    let mut data = String::with_capacity(batch.len() * 256);
+    for entry in batch {
+        csv_row(&mut data, entry);
+    }
+    let mut copy = db
+        .conn
+        .get_postgres_connection_pool()
+        .copy_in_raw(&format!(
+            "COPY audit_entries ({}) FROM STDIN WITH (FORMAT csv)",
+            columns.join(", ")
+        ))
+        .await
+        .map_err(failed)?;
+    copy.send(data.as_bytes()).await.map_err(failed)?;
+    copy.finish().await.map_err(failed)
+}
+
+/// One audit entry as a CSV line, its fields in the entity's column order: an absent value is
+/// an empty unquoted field (NULL), text is always quoted (so an empty string stays one).
+fn csv_row(out: &mut String, e: &audit_entry::Model) {
+    use std::fmt::Write as _;
+    fn text(out: &mut String, value: Option<&str>) {
+        if let Some(value) = value {
+            out.push('"');
+            for c in value.chars() {
+                if c == '"' {
+                    out.push('"');
+                }
+                out.push(c);
+            }
+            out.push('"');
+        }
+    }
+    text(out, Some(&e.id));
+    out.push(',');
+    let _ = write!(out, "{}", e.occurred_at.format("%Y-%m-%d %H:%M:%S%.6f+00"));
+    for value in [
+        e.request_id.as_deref(),
+        Some(e.actor_type.as_str()),
+        e.api_key_id.as_deref(),
+        e.method.as_deref(),
+        e.path.as_deref(),
+        e.operation.as_deref(),
+        e.action.as_deref(),
+        e.resource_type.as_deref(),
+        e.resource_id.as_deref(),
+    ] {
+        out.push(',');
+        text(out, value);
+    }
+    out.push(',');
+    if let Some(code) = e.status_code {
+        let _ = write!(out, "{code}");
+    }
+    out.push(',');
+    text(out, e.idempotency_key.as_deref());
+    out.push(',');
+    text(out, Some(&e.details.to_string()));
+    out.push('\n');
 }
 
 impl Actor for AuditWriter {
@@ -191,5 +265,65 @@ impl Handler<Flush> for AuditWriter {
             .in_runtime()
             .into_actor(self),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::{TimeZone as _, Utc};
+    use payroll_entities::ActorType;
+    use sea_orm::{Iden as _, Iterable as _};
+
+    use super::*;
+
+    #[test]
+    fn a_csv_row_has_every_column_in_order_nulls_unquoted_and_text_quoted() {
+        let names: Vec<String> = audit_entry::Column::iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            names,
+            [
+                "id",
+                "occurred_at",
+                "request_id",
+                "actor_type",
+                "api_key_id",
+                "method",
+                "path",
+                "operation",
+                "action",
+                "resource_type",
+                "resource_id",
+                "status_code",
+                "idempotency_key",
+                "details"
+            ]
+        );
+        let entry = audit_entry::Model {
+            id: "aud_1".into(),
+            occurred_at: Utc
+                .with_ymd_and_hms(2026, 11, 25, 1, 2, 3)
+                .single()
+                .expect("time")
+                + chrono::Duration::nanoseconds(5_678),
+            request_id: None,
+            actor_type: ActorType::ApiKey,
+            api_key_id: Some("key_1".into()),
+            method: Some("GET".into()),
+            path: Some("/a,\"b\"\nc".into()),
+            operation: Some("getPayrollRun".into()),
+            action: None,
+            resource_type: Some(String::new()),
+            resource_id: None,
+            status_code: Some(200),
+            idempotency_key: None,
+            details: serde_json::json!({"why": "x,\"y\""}),
+        };
+        let mut line = String::new();
+        csv_row(&mut line, &entry);
+        assert_eq!(
+            line,
+            "\"aud_1\",2026-11-25 01:02:03.000005+00,,\"API_KEY\",\"key_1\",\"GET\",\
+             \"/a,\"\"b\"\"\nc\",\"getPayrollRun\",,\"\",,200,,\"{\"\"why\"\":\"\"x,\\\"\"y\\\"\"\"\"}\"\n"
+        );
     }
 }
