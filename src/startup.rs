@@ -65,8 +65,15 @@ pub struct Application {
 
 /// Connects to the configured database and brings its schema up to date.
 pub async fn connect_and_migrate(settings: &Settings) -> anyhow::Result<Db> {
+    connect(settings, false).await
+}
+
+/// As [`connect_and_migrate`]; with `checkpoints_from_the_side`, the caller checkpoints a
+/// SQLite log itself ([`checkpoint_log`]) and no commit does.
+async fn connect(settings: &Settings, checkpoints_from_the_side: bool) -> anyhow::Result<Db> {
     let url = settings.database_url();
-    let db = Db::connect(&url, settings.database.max_connections)
+    let max = settings.database.max_connections;
+    let db = Db::connect_checkpointing(&url, max, checkpoints_from_the_side)
         .await
         .context("cannot connect to the database (database.url)")?;
     Migrator::up(&db.conn, None)
@@ -145,7 +152,8 @@ impl Application {
         telemetry::metrics_handle();
         let pepper = load_pepper(&settings)?;
         let sqlite_lock = crate::sqlite_lock::lock(&settings.database_url())?;
-        let db = connect_and_migrate(&settings).await?;
+        // The server checkpoints a SQLite log from the side (`checkpoint_log`, below).
+        let db = connect(&settings, true).await?;
         bootstrap_key(&settings, &db, &pepper).await?;
 
         let audit = AuditSink::start(

@@ -160,7 +160,13 @@ async fn copy_batch(db: &Db, batch: &[audit_entry::Model]) -> Result<u64, sea_or
         ))
         .await
         .map_err(failed)?;
-    copy.send(data.as_bytes()).await.map_err(failed)?;
+    if let Err(err) = copy.send(data.as_bytes()).await {
+        // Ended here, so the connection goes back to the pool out of the copy.
+        if let Err(abort) = copy.abort("the audit batch could not be sent").await {
+            tracing::warn!(error = %abort, "an audit copy could not be ended");
+        }
+        return Err(failed(err));
+    }
     copy.finish().await.map_err(failed)
 }
 

@@ -31,8 +31,12 @@ fn new_event<T: Serialize>(kind: &str, resource_id: &str, object: &T) -> NewEven
         event_type: kind.to_owned(),
         resource_id: resource_id.to_owned(),
         created_at: time::now(),
-        // A resource is plain data: its serialization cannot fail.
-        data: serde_json::to_string(&Data { object }).unwrap_or_else(|_| "{}".to_owned()),
+        // A resource is plain data (no map with other keys than strings): its serialization
+        // does not fail. Were it to, the event still says what happened to which resource.
+        data: serde_json::to_string(&Data { object }).unwrap_or_else(|err| {
+            tracing::error!(%kind, %resource_id, error = %err, "an event's resource could not be serialized");
+            r#"{"object":null}"#.to_owned()
+        }),
     }
 }
 

@@ -143,6 +143,18 @@ impl Db {
     /// Connects to `url` (`sqlite://…` or `postgres://…`). A SQLite file's folder is created
     /// if missing; the database runs in WAL mode with a busy timeout.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Db, DbErr> {
+        Self::connect_checkpointing(url, max_connections, false).await
+    }
+
+    /// As [`Db::connect`]; with `from_the_side` on SQLite, no commit checkpoints the log (that
+    /// would hold the write lock through the copy): the caller runs [`Db::checkpoint`]
+    /// regularly instead (the server does, every 200 ms). Without it, SQLite checkpoints at
+    /// its default of every 1,000 pages.
+    pub async fn connect_checkpointing(
+        url: &str,
+        max_connections: u32,
+        from_the_side: bool,
+    ) -> Result<Db, DbErr> {
         let folder = sqlite_file(url)
             .and_then(|f| Path::new(f).parent())
             .filter(|p| !p.as_os_str().is_empty());
@@ -160,16 +172,16 @@ impl Db {
             // and on SQLite a hand-off to the connection's thread and back.
             .test_before_acquire_if_idle_for(Duration::from_secs(60))
             .sqlx_logging(false)
-            .map_sqlx_sqlite_opts(|opts| {
+            .map_sqlx_sqlite_opts(move |opts| {
                 opts.journal_mode(SqliteJournalMode::Wal)
                     .synchronous(SqliteSynchronous::Normal)
                     .busy_timeout(Duration::from_secs(10))
                     .foreign_keys(true)
                     .row_buffer_size(4096)
-                    // No commit checkpoints the log itself: that would hold the write lock
-                    // for the whole copy. The server checkpoints from the side instead
-                    // ([`Db::checkpoint`]); a process that closes the database checkpoints it.
-                    .pragma("wal_autocheckpoint", "0")
+                    .pragma(
+                        "wal_autocheckpoint",
+                        if from_the_side { "0" } else { "1000" },
+                    )
             });
         Self::connect_with(options).await
     }
@@ -344,7 +356,9 @@ mod tests {
         use sea_orm::ConnectionTrait as _;
         let dir = tempfile::tempdir().expect("temporary folder");
         let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
-        let db = Db::connect(&url, 2).await.expect("database");
+        let db = Db::connect_checkpointing(&url, 2, true)
+            .await
+            .expect("database");
         db.conn
             .execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
             .await

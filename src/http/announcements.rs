@@ -34,6 +34,9 @@ pub const RUN_CHANNEL: &str = "payroll_run_changes";
 /// How long a read waits for its barrier before it reads the database instead.
 const BARRIER_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How often the listener checks that no read found the channel dead.
+const CHANNEL_CHECK: Duration = Duration::from_secs(1);
+
 /// Run and job changes heard from every instance, and this instance's read barriers.
 pub struct RunChanges {
     /// Changes heard, plus one each time the channel is opened: a view read at one value is
@@ -101,7 +104,16 @@ impl RunChanges {
         self.wanted.notify_one();
         match tokio::time::timeout(BARRIER_TIMEOUT, heard.wait_for(|h| *h >= need)).await {
             Ok(Ok(_)) => Some(self.generation.load(Ordering::Acquire)),
-            _ => None,
+            _ => {
+                // The channel may be dead without a word (a half-open connection): reads go
+                // to the database from now on, and the listener opens the channel anew.
+                if self.open.swap(false, Ordering::AcqRel) {
+                    tracing::warn!(
+                        "a read barrier was not heard back within a second; listening anew"
+                    );
+                }
+                None
+            }
         }
     }
 
@@ -145,13 +157,18 @@ impl RunChanges {
                 }
                 notified.await;
             };
-            let sent = sqlx::query(
-                "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)",
+            let sent = tokio::time::timeout(
+                BARRIER_TIMEOUT,
+                sqlx::query(
+                    "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)",
+                )
+                .bind(&self.channel)
+                .bind(token.to_string())
+                .execute(&pool),
             )
-            .bind(&self.channel)
-            .bind(token.to_string())
-            .execute(&pool)
-            .await;
+            .await
+            .map_err(|_| "no answer within a second".to_owned())
+            .and_then(|sent| sent.map_err(|err| err.to_string()));
             if let Err(err) = sent {
                 // Reads waiting for it give up after a second and read the database.
                 tracing::warn!(error = %err, "a read barrier could not be announced");
@@ -161,21 +178,41 @@ impl RunChanges {
     }
 }
 
+/// Completes once a read has found the channel dead (its barrier not heard back in time).
+async fn found_dead(runs: &RunChanges) {
+    let mut check = tokio::time::interval(CHANNEL_CHECK);
+    loop {
+        check.tick().await;
+        if !runs.open.load(Ordering::Acquire) {
+            return;
+        }
+    }
+}
+
 /// Listens to every instance's announcements for as long as the process runs; after a failure
 /// it opens the channel again a second later. Spawn it `in_runtime` (a listener dropped with
 /// no runtime current panics in sqlx's clean-up).
 pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>) {
     loop {
-        let listening: Result<std::convert::Infallible, sqlx::Error> = async {
-            let mut listener = PgListener::connect_with(&pool).await?;
+        let listening: Result<std::convert::Infallible, String> = async {
+            let failed = |err: sqlx::Error| err.to_string();
+            let mut listener = PgListener::connect_with(&pool).await.map_err(failed)?;
             listener
                 .listen_all([KEY_CHANNEL, RUN_CHANNEL, runs.channel.as_str()])
-                .await?;
+                .await
+                .map_err(failed)?;
             // Whatever changed before the channel was open is forgotten too.
             keys.forget_all();
             runs.opened();
             loop {
-                match listener.try_recv().await? {
+                // A receive is cut short only when the channel is given up anyway.
+                let note = tokio::select! {
+                    note = listener.try_recv() => note.map_err(failed)?,
+                    () = found_dead(&runs) => {
+                        return Err("a read barrier was not heard back".to_owned());
+                    }
+                };
+                match note {
                     Some(note) if note.channel() == KEY_CHANNEL => keys.forget(note.payload()),
                     Some(note) if note.channel() == RUN_CHANNEL => runs.changed(),
                     Some(note) => runs.heard_token(note.payload()),
@@ -226,6 +263,19 @@ mod tests {
         assert_eq!(runs.tokens().wanted, 2);
         runs.heard_token("2");
         assert_eq!(reader.await.expect("reader"), Some(2));
+    }
+
+    #[tokio::test]
+    async fn a_barrier_not_heard_back_in_time_closes_the_channel() {
+        let runs = RunChanges::new("i");
+        runs.opened();
+        assert_eq!(runs.generation().await, None, "no token came back");
+        assert!(!runs.open.load(Ordering::Acquire));
+        // Later reads go to the database at once, until the channel is opened again.
+        let began = std::time::Instant::now();
+        assert_eq!(runs.generation().await, None);
+        assert!(began.elapsed() < BARRIER_TIMEOUT);
+        found_dead(&runs).await;
     }
 
     #[tokio::test]
