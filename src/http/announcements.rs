@@ -3,8 +3,8 @@
 //!
 //! - `payroll_api_keys`: a key revoked or rotated (its hash); every instance forgets it
 //!   ([`super::key_cache`]).
-//! - `payroll_run_changes`: a statement changed a run or a job, announced by a trigger in the
-//!   writing transaction (migration `m20261125_000001`). PostgreSQL queues announcements in
+//! - `payroll_run_changes_<schema hash>`: a statement changed a run or a job of this schema,
+//!   announced by a trigger in the writing transaction (migration `m20261125_000001`). PostgreSQL queues announcements in
 //!   commit order and delivers them in that order.
 //! - this instance's own read barrier: a read that wants to serve a run view kept here first
 //!   announces a token on a channel only this instance listens to, and waits to hear it back.
@@ -28,8 +28,9 @@ use tokio::sync::{Notify, watch};
 
 use super::key_cache::{KEY_CHANNEL, VerifiedKeys};
 
-/// Where run and job changes are announced (by the trigger of migration `m20261125_000001`).
-pub const RUN_CHANNEL: &str = "payroll_run_changes";
+/// The channel run and job changes of this service's schema are announced on (by the trigger
+/// of migration `m20261125_000001`, which names it the same way).
+const RUN_CHANNEL_SQL: &str = "SELECT 'payroll_run_changes_' || left(md5(current_schema()), 16)";
 
 /// How long a read waits for its barrier before it reads the database instead.
 const BARRIER_TIMEOUT: Duration = Duration::from_secs(1);
@@ -196,9 +197,13 @@ pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>
     loop {
         let listening: Result<std::convert::Infallible, String> = async {
             let failed = |err: sqlx::Error| err.to_string();
+            let run_channel: String = sqlx::query_scalar(RUN_CHANNEL_SQL)
+                .fetch_one(&pool)
+                .await
+                .map_err(failed)?;
             let mut listener = PgListener::connect_with(&pool).await.map_err(failed)?;
             listener
-                .listen_all([KEY_CHANNEL, RUN_CHANNEL, runs.channel.as_str()])
+                .listen_all([KEY_CHANNEL, run_channel.as_str(), runs.channel.as_str()])
                 .await
                 .map_err(failed)?;
             // Whatever changed before the channel was open is forgotten too.
@@ -214,7 +219,7 @@ pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>
                 };
                 match note {
                     Some(note) if note.channel() == KEY_CHANNEL => keys.forget(note.payload()),
-                    Some(note) if note.channel() == RUN_CHANNEL => runs.changed(),
+                    Some(note) if note.channel() == run_channel => runs.changed(),
                     Some(note) => runs.heard_token(note.payload()),
                     // Lost and opened again (listening anew): what was said meanwhile is lost.
                     None => {
