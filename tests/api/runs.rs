@@ -684,3 +684,60 @@ async fn a_run_changed_elsewhere_reads_changed_at_once() {
         assert_eq!(here.get(&path).await.data()["note"], note.as_str());
     }
 }
+
+/// On PostgreSQL: when the listening connection is lost, changes announced meanwhile are
+/// lost with it; reads stay correct (every kept view is retired as the channel opens again).
+#[actix_web::test]
+async fn a_lost_announcement_channel_loses_no_change() {
+    use sea_orm::ConnectionTrait as _;
+    if std::env::var("PAYROLL_TEST_DATABASE_URL").is_err() {
+        eprintln!(
+            "skipped: announcements exist only on PostgreSQL; set PAYROLL_TEST_DATABASE_URL \
+             (the CI's PostgreSQL suite runs it)"
+        );
+        return;
+    }
+    let app = spawn_app().await;
+    three_employees(&app).await;
+    let run_id = app
+        .create_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    let path = format!("/api/v1/payroll-runs/{run_id}");
+    let db = app.db().await;
+    // This schema's listening connections (found by the run-change channel they listen on).
+    let cut_listener = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE pid <> pg_backend_pid() AND query LIKE \
+         '%payroll_run_changes_' || left(md5(current_schema()), 16) || '%'";
+    for i in 0..10 {
+        assert_eq!(app.get(&path).await.status, 200);
+        // The listener may be between connections (it listens anew within seconds).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let cut = db
+                .conn
+                .query_all_raw(sea_orm::Statement::from_string(
+                    sea_orm::DatabaseBackend::Postgres,
+                    cut_listener,
+                ))
+                .await
+                .expect("terminate");
+            if !cut.is_empty() {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no listening connection"
+            );
+            actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let note = format!("while cut {i}");
+        db.conn
+            .execute_unprepared(&format!(
+                "UPDATE payroll_runs SET note = '{note}' WHERE id = '{run_id}'"
+            ))
+            .await
+            .expect("update");
+        let read = app.get(&path).await;
+        assert_eq!(read.data()["note"], note.as_str(), "{}", read.text);
+    }
+}
