@@ -622,6 +622,18 @@ async fn a_run_read_again_shows_every_change() {
     assert_eq!(app.get(&path).await.data()["is_archived"], true);
 }
 
+/// Sets a run's note with a plain `UPDATE` from the test's own connection: a writer other than
+/// the service.
+async fn set_note(db: &payroll_entities::db::Db, run_id: &str, note: &str) {
+    use sea_orm::ConnectionTrait as _;
+    db.conn
+        .execute_unprepared(&format!(
+            "UPDATE payroll_runs SET note = '{note}' WHERE id = '{run_id}'"
+        ))
+        .await
+        .expect("update");
+}
+
 /// On PostgreSQL, where several instances write: a run changed by another instance, or by any
 /// other writer of the database, reads changed on this one as soon as the change is
 /// acknowledged, although this instance keeps the views it showed.
@@ -673,12 +685,7 @@ async fn a_run_changed_elsewhere_reads_changed_at_once() {
     // Any writer at all: the change is announced by the database, not by the service.
     for i in 0..50 {
         let note = format!("note {i}");
-        db.conn
-            .execute_unprepared(&format!(
-                "UPDATE payroll_runs SET note = '{note}' WHERE id = '{run_id}'"
-            ))
-            .await
-            .expect("update");
+        set_note(&db, &run_id, &note).await;
         let read = here.get(&path).await;
         assert_eq!(read.data()["note"], note.as_str(), "{}", read.text);
         assert_eq!(here.get(&path).await.data()["note"], note.as_str());
@@ -731,12 +738,7 @@ async fn a_lost_announcement_channel_loses_no_change() {
             actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         let note = format!("while cut {i}");
-        db.conn
-            .execute_unprepared(&format!(
-                "UPDATE payroll_runs SET note = '{note}' WHERE id = '{run_id}'"
-            ))
-            .await
-            .expect("update");
+        set_note(&db, &run_id, &note).await;
         let read = app.get(&path).await;
         assert_eq!(read.data()["note"], note.as_str(), "{}", read.text);
     }
