@@ -71,7 +71,6 @@ pub async fn insert_events(tx: &WriteTx, events: Vec<NewEvent>) -> Result<(), Db
     bulk::insert_values::<event::Entity, _>(
         &**tx,
         &[C::Id, C::EventType, C::ResourceId, C::CreatedAt, C::Data],
-        &[C::Data],
         rows,
     )
     .await?;

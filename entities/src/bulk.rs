@@ -70,16 +70,6 @@ where
 {
     let columns: Vec<<A::Entity as EntityTrait>::Column> =
         <A::Entity as EntityTrait>::Column::iter().collect();
-    let json: Vec<<A::Entity as EntityTrait>::Column> = columns
-        .iter()
-        .copied()
-        .filter(|c| {
-            matches!(
-                c.def().get_column_type(),
-                ColumnType::Json | ColumnType::JsonBinary
-            )
-        })
-        .collect();
     let mut values = Vec::new();
     for mut row in rows {
         let mut row_values = Vec::with_capacity(columns.len());
@@ -97,25 +87,27 @@ where
         }
         values.push(row_values);
     }
-    let rows = values;
-    insert_values::<A::Entity, C>(conn, &columns, &json, rows).await
+    insert_values::<A::Entity, C>(conn, &columns, values).await
 }
 
 /// Inserts `rows` into `columns` of entity `E` by plain multi-row statements, each value bound
-/// as given (no model is built or cloned on the way). The values of the `json` columns are
-/// JSON text, cast to `json` on PostgreSQL (which takes no text for it). Returns the rows
-/// written.
+/// as given (no model is built or cloned on the way). The values of JSON columns are JSON
+/// text, cast to `json` on PostgreSQL (which takes no text for it). Returns the rows written.
 pub async fn insert_values<E: EntityTrait, C: ConnectionTrait>(
     conn: &C,
     columns: &[E::Column],
-    json: &[E::Column],
     rows: Vec<Vec<Value>>,
 ) -> Result<u64, DbErr> {
     let table = E::default().table_name();
     let backend = conn.get_database_backend();
     let casts: Vec<bool> = columns
         .iter()
-        .map(|c| json.iter().any(|j| j.to_string() == c.to_string()))
+        .map(|c| {
+            matches!(
+                c.def().get_column_type(),
+                ColumnType::Json | ColumnType::JsonBinary
+            )
+        })
         .collect();
     let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
     let width = columns.len().max(1);

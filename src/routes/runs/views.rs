@@ -38,8 +38,6 @@ pub enum Changes {
     Local(Db),
     /// Changes announced by every instance.
     Announced(Arc<RunChanges>),
-    /// Nothing is kept.
-    Off,
 }
 
 struct Kept<V> {
@@ -70,7 +68,6 @@ impl<V> Views<V> {
         match &self.changes {
             Changes::Local(db) => Some(db.write_generation()),
             Changes::Announced(changes) => changes.generation().await,
-            Changes::Off => None,
         }
     }
 
@@ -107,7 +104,7 @@ mod tests {
 
     #[test]
     fn a_view_lasts_until_the_next_commit() {
-        let views = Views::new(Changes::Off);
+        let views = Views::new(Changes::Announced(Arc::new(RunChanges::new("i"))));
         put(&views, 3, "run_a");
         assert!(views.get(3, "run_a").is_some());
         assert!(views.get(3, "run_b").is_none());
