@@ -8,7 +8,7 @@
 use payroll_entities::{PayoutStatus, exchange_hold, exchange_reserve, payout, time};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter,
-    QuerySelect, Statement,
+    QueryOrder, QuerySelect, Statement,
     sea_query::{Expr, ExprTrait as _},
 };
 
@@ -176,24 +176,21 @@ pub async fn release<C: ConnectionTrait>(
 ) -> Result<i64, DbErr> {
     let mut total = 0i64;
     for chunk in attempts.chunks(CHUNK) {
-        let ids: Vec<String> = chunk.iter().map(|(id, _)| id.clone()).collect();
         // Locked (PostgreSQL; SQLite's write transactions are serialised already): two
-        // transactions never release the same hold twice. Found by payout id alone, through
-        // the primary key, and told active here: given `released_at IS NULL` as well,
+        // transactions never release the same hold twice. Found through the primary key, by
+        // both its columns (`attempt = k AND payout_id IN (…)`, one per attempt number), so
+        // a planner knows each pair matches at most one row even before the table has
+        // statistics: by payout id alone, PostgreSQL read every hold of a table it had not
+        // analysed yet for each batch. Told active here: given `released_at IS NULL` as well,
         // PostgreSQL may read every active hold of the run through the run's index instead.
         let holds = exchange_hold::Entity::find()
-            .filter(exchange_hold::Column::PayoutId.is_in(ids))
+            .filter(of_attempts(chunk.iter().map(|(id, a)| (id.as_str(), *a))))
+            .order_by_asc(exchange_hold::Column::PayoutId)
             .lock_exclusive()
             .all(conn)
             .await?;
-        let wanted: std::collections::HashSet<(&str, i32)> =
-            chunk.iter().map(|(id, a)| (id.as_str(), *a)).collect();
-        let matched: Vec<&exchange_hold::Model> = holds
-            .iter()
-            .filter(|h| {
-                h.released_at.is_none() && wanted.contains(&(h.payout_id.as_str(), h.attempt))
-            })
-            .collect();
+        let matched: Vec<&exchange_hold::Model> =
+            holds.iter().filter(|h| h.released_at.is_none()).collect();
         total += release_rows(conn, &matched, why).await?;
     }
     move_counter(conn, -total).await?;
@@ -231,14 +228,27 @@ async fn release_rows<C: ConnectionTrait>(
     if rows.is_empty() {
         return Ok(0);
     }
-    // One `attempt = k AND payout_id IN (…)` per attempt number (nearly always one), not one
-    // pair of equalities per row: PostgreSQL reads a long OR of pairs by scanning the table.
+    exchange_hold::Entity::update_many()
+        .col_expr(exchange_hold::Column::ReleasedAt, Expr::value(time::now()))
+        .col_expr(
+            exchange_hold::Column::ReleaseReason,
+            Expr::value(why.as_str()),
+        )
+        .filter(of_attempts(
+            rows.iter().map(|h| (h.payout_id.as_str(), h.attempt)),
+        ))
+        .exec(conn)
+        .await?;
+    Ok(rows.iter().map(|h| h.amount_usd_cents).sum())
+}
+
+/// The holds of these attempts: one `attempt = k AND payout_id IN (…)` per attempt number
+/// (nearly always one), not one pair of equalities per attempt, which PostgreSQL reads by
+/// scanning the table.
+fn of_attempts<'a>(attempts: impl Iterator<Item = (&'a str, i32)>) -> Condition {
     let mut by_attempt: std::collections::BTreeMap<i32, Vec<&str>> = Default::default();
-    for h in rows {
-        by_attempt
-            .entry(h.attempt)
-            .or_default()
-            .push(h.payout_id.as_str());
+    for (payout_id, attempt) in attempts {
+        by_attempt.entry(attempt).or_default().push(payout_id);
     }
     let mut which = Condition::any();
     for (attempt, ids) in by_attempt {
@@ -248,16 +258,7 @@ async fn release_rows<C: ConnectionTrait>(
                 .add(exchange_hold::Column::PayoutId.is_in(ids)),
         );
     }
-    exchange_hold::Entity::update_many()
-        .col_expr(exchange_hold::Column::ReleasedAt, Expr::value(time::now()))
-        .col_expr(
-            exchange_hold::Column::ReleaseReason,
-            Expr::value(why.as_str()),
-        )
-        .filter(which)
-        .exec(conn)
-        .await?;
-    Ok(rows.iter().map(|h| h.amount_usd_cents).sum())
+    which
 }
 
 /// Takes PostgreSQL's advisory lock that serialises funding decisions across instances, in
