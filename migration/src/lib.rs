@@ -4,14 +4,10 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20260301_000001_create_api_keys;
 mod m20260301_000002_create_idempotency_records;
-mod m20260301_000003_create_audit_entries;
-mod m20260301_000004_create_employees;
 mod m20260301_000005_create_payroll_runs;
 mod m20260301_000006_create_payouts;
 mod m20260302_000001_create_jobs;
 mod m20260302_000002_create_events;
-mod m20260302_000003_create_email_outbox;
-mod m20260302_000004_create_sandbox;
 mod m20260302_000005_create_treasury_transfers;
 mod m20260302_000006_add_payout_job;
 mod m20260302_000007_add_employee_name_lower;
@@ -21,6 +17,7 @@ mod m20260304_000001_create_run_leases_and_rate_limits;
 mod m20261124_000001_create_exchange_holds;
 mod m20261124_000002_add_payout_sends;
 mod m20261125_000001_announce_run_changes;
+mod m20261125_000002_outbox_claim_order;
 
 pub struct Migrator;
 
@@ -30,14 +27,10 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20260301_000001_create_api_keys::Migration),
             Box::new(m20260301_000002_create_idempotency_records::Migration),
-            Box::new(m20260301_000003_create_audit_entries::Migration),
-            Box::new(m20260301_000004_create_employees::Migration),
             Box::new(m20260301_000005_create_payroll_runs::Migration),
             Box::new(m20260301_000006_create_payouts::Migration),
             Box::new(m20260302_000001_create_jobs::Migration),
             Box::new(m20260302_000002_create_events::Migration),
-            Box::new(m20260302_000003_create_email_outbox::Migration),
-            Box::new(m20260302_000004_create_sandbox::Migration),
             Box::new(m20260302_000005_create_treasury_transfers::Migration),
             Box::new(m20260302_000006_add_payout_job::Migration),
             Box::new(m20260302_000007_add_employee_name_lower::Migration),
@@ -47,6 +40,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000001_create_exchange_holds::Migration),
             Box::new(m20261124_000002_add_payout_sends::Migration),
             Box::new(m20261125_000001_announce_run_changes::Migration),
+            Box::new(m20261125_000002_outbox_claim_order::Migration),
         ]
     }
 }
