@@ -298,6 +298,37 @@ impl Db {
         })
     }
 
+    /// On PostgreSQL, refreshes the planner's statistics of `table` (`ANALYZE`), after a
+    /// write that changed much of it: until then a planner that has none, or old ones, may
+    /// take a run's new payouts for a few rows and read them all for each page of a walk.
+    /// It samples the table, takes no lock that writers or readers wait for, and is left
+    /// to autovacuum where that runs; nothing on SQLite, whose planner does not need it here.
+    pub async fn analyze(&self, table: &str) -> Result<(), DbErr> {
+        if self.backend() != DatabaseBackend::Postgres {
+            return Ok(());
+        }
+        use sea_orm::ConnectionTrait as _;
+        self.conn
+            .execute_unprepared(&format!("ANALYZE \"{}\"", table.replace('"', "\"\"")))
+            .await?;
+        Ok(())
+    }
+
+    /// After a write of `rows` rows to `table`: refreshes its statistics when that is many
+    /// ([`Db::ANALYZE_AFTER_ROWS`] or more; see [`Db::analyze`]). The write has committed, so
+    /// a failure here is only logged.
+    pub async fn analyze_after(&self, table: &str, rows: u64) {
+        if rows < Self::ANALYZE_AFTER_ROWS {
+            return;
+        }
+        if let Err(err) = self.analyze(table).await {
+            tracing::warn!(%table, error = %err, "refreshing the table's statistics failed");
+        }
+    }
+
+    /// Rows written at once above which [`Db::analyze_after`] refreshes a table's statistics.
+    pub const ANALYZE_AFTER_ROWS: u64 = 5_000;
+
     /// Whether the database answers a trivial query.
     pub async fn ping(&self) -> Result<(), DbErr> {
         self.conn.ping().await

@@ -4,10 +4,14 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20260301_000001_create_api_keys;
 mod m20260301_000002_create_idempotency_records;
+mod m20260301_000003_create_audit_entries;
+mod m20260301_000004_create_employees;
 mod m20260301_000005_create_payroll_runs;
 mod m20260301_000006_create_payouts;
 mod m20260302_000001_create_jobs;
 mod m20260302_000002_create_events;
+mod m20260302_000003_create_email_outbox;
+mod m20260302_000004_create_sandbox;
 mod m20260302_000005_create_treasury_transfers;
 mod m20260302_000006_add_payout_job;
 mod m20260302_000007_add_employee_name_lower;
@@ -18,6 +22,8 @@ mod m20261124_000001_create_exchange_holds;
 mod m20261124_000002_add_payout_sends;
 mod m20261125_000001_announce_run_changes;
 mod m20261125_000002_outbox_claim_order;
+mod m20261125_000003_payouts_room_for_updates;
+mod m20261125_000004_unclaimed_payouts_index;
 
 pub struct Migrator;
 
@@ -27,10 +33,14 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20260301_000001_create_api_keys::Migration),
             Box::new(m20260301_000002_create_idempotency_records::Migration),
+            Box::new(m20260301_000003_create_audit_entries::Migration),
+            Box::new(m20260301_000004_create_employees::Migration),
             Box::new(m20260301_000005_create_payroll_runs::Migration),
             Box::new(m20260301_000006_create_payouts::Migration),
             Box::new(m20260302_000001_create_jobs::Migration),
             Box::new(m20260302_000002_create_events::Migration),
+            Box::new(m20260302_000003_create_email_outbox::Migration),
+            Box::new(m20260302_000004_create_sandbox::Migration),
             Box::new(m20260302_000005_create_treasury_transfers::Migration),
             Box::new(m20260302_000006_add_payout_job::Migration),
             Box::new(m20260302_000007_add_employee_name_lower::Migration),
@@ -41,6 +51,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000002_add_payout_sends::Migration),
             Box::new(m20261125_000001_announce_run_changes::Migration),
             Box::new(m20261125_000002_outbox_claim_order::Migration),
+            Box::new(m20261125_000003_payouts_room_for_updates::Migration),
+            Box::new(m20261125_000004_unclaimed_payouts_index::Migration),
         ]
     }
 }

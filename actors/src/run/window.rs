@@ -123,7 +123,10 @@ pub async fn hand_back(
 /// client ids: every unclaimed payout sits in that index under NULL, and SQLite's planner,
 /// taking a unique index for selective, would read all of a run's unsent payouts and sort
 /// them for each window (a run's execution grew with the square of its size). A unary `+`
-/// keeps a column out of SQLite's index choice; PostgreSQL plans by its statistics.
+/// keeps a column out of SQLite's index choice. PostgreSQL plans by its statistics, which
+/// run creation refreshes after writing a large run (`Db::analyze_after`): with none, it took
+/// `IS NULL` for selective and read every unclaimed payout through that index to claim each
+/// window.
 fn unclaimed(backend: sea_orm::DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
     match backend {
         sea_orm::DatabaseBackend::Sqlite => Expr::cust("+client_withdrawal_id IS NULL"),
@@ -138,10 +141,20 @@ pub fn unclaimed_page(
     run_id: &str,
     limit: u64,
 ) -> sea_orm::Select<payout::Entity> {
-    payout::Entity::find()
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .filter(unclaimed(backend))
-        .order_by_asc(payout::Column::Id)
-        .limit(limit)
+    let find = payout::Entity::find().filter(payout::Column::PayrollRunId.eq(run_id));
+    match backend {
+        // The predicate of the index of unclaimed payouts (`idx_payouts_unclaimed`) written
+        // out, not bound, so the planner matches it in every plan, generic ones too; and its
+        // order, which no other index gives (see the migration that made it).
+        sea_orm::DatabaseBackend::Postgres => find
+            .filter(Expr::cust(
+                "status = 'PENDING' AND client_withdrawal_id IS NULL",
+            ))
+            .order_by(Expr::cust(r#"id COLLATE "C""#), sea_orm::Order::Asc),
+        _ => find
+            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+            .filter(unclaimed(backend))
+            .order_by_asc(payout::Column::Id),
+    }
+    .limit(limit)
 }
