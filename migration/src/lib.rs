@@ -24,6 +24,7 @@ mod m20261125_000001_announce_run_changes;
 mod m20261125_000002_outbox_claim_order;
 mod m20261125_000003_payouts_room_for_updates;
 mod m20261125_000004_unclaimed_payouts_index;
+mod m20261125_000005_drop_payouts_employee_index;
 
 pub struct Migrator;
 
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000002_outbox_claim_order::Migration),
             Box::new(m20261125_000003_payouts_room_for_updates::Migration),
             Box::new(m20261125_000004_unclaimed_payouts_index::Migration),
+            Box::new(m20261125_000005_drop_payouts_employee_index::Migration),
         ]
     }
 }
