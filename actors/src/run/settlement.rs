@@ -383,12 +383,23 @@ pub async fn apply_lookup(
     let decide = |payouts: &HashMap<String, payout::Model>, recorded: &mut Recorded| {
         decide_lookup(deps, &statuses, &client_ids, payouts, recorded)
     };
-    // Decided first on the payouts as they are; only where that changes something is the
-    // write transaction taken, and the decision made again on the payouts as it holds them.
-    let payouts = store::payouts_by_id(&deps.db.conn, &wanted).await?;
-    let mut recorded = Recorded::default();
-    if decide(&payouts, &mut recorded).is_empty() {
-        return Ok((snapshot, recorded));
+    // A withdrawal the exchange shows settled (completed, or failed) nearly always settles
+    // its payout, so then the write transaction is taken at once. Otherwise the look-up is
+    // decided first on the payouts as they are, and only where that changes something is the
+    // transaction taken (on SQLite, the write lock). Either way what is written is decided on
+    // the payouts as the transaction holds them.
+    let settled_there = client_ids.iter().any(|c| {
+        matches!(
+            statuses.get(c),
+            Some(RemoteStatus::Completed { .. } | RemoteStatus::Failed { .. })
+        )
+    });
+    if !settled_there {
+        let payouts = store::payouts_by_id(&deps.db.conn, &wanted).await?;
+        let mut recorded = Recorded::default();
+        if decide(&payouts, &mut recorded).is_empty() {
+            return Ok((snapshot, recorded));
+        }
     }
     let mut recorded = Recorded::default();
     let snapshot = apply_changes(
