@@ -23,7 +23,7 @@ use lettre::{
 use payroll_entities::{EmailStatus, bulk, db::Db, email_outbox, ids, payout, payroll_run, time};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect,
+    QueryFilter, QueryOrder, QuerySelect, Select,
     sea_query::{Expr, LockBehavior, LockType},
 };
 
@@ -181,6 +181,29 @@ impl Mailer {
     }
 }
 
+/// On PostgreSQL, in the claim's transaction before its query: the batch is read in order
+/// from the claim index, and reading stops there. A planner that takes due messages for rare
+/// (no statistics yet, or statistics from before a large run queued its messages) reads every
+/// due message and sorts them instead: a sort of 100,000 rows spilled to disk, for each batch
+/// of 100.
+pub const CLAIM_IN_INDEX_ORDER: &str = "SET LOCAL enable_sort = off";
+
+/// The next batch of due messages, oldest first, locked on PostgreSQL (skipping rows another
+/// instance holds).
+pub fn due_batch(backend: DatabaseBackend, now: DateTime<Utc>) -> Select<email_outbox::Entity> {
+    let select = email_outbox::Entity::find()
+        .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
+        .filter(email_outbox::Column::NextAttemptAt.lte(now))
+        .order_by_asc(email_outbox::Column::NextAttemptAt)
+        .order_by_asc(email_outbox::Column::Id)
+        .limit(BATCH);
+    if backend == DatabaseBackend::Postgres {
+        select.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked)
+    } else {
+        select
+    }
+}
+
 /// Claims up to a batch of due rows: with several instances on one PostgreSQL database,
 /// `FOR UPDATE SKIP LOCKED` gives each row to one of them, and the claim keeps it theirs.
 /// Returns the rows and the claim's `next_attempt_at`, which is also its token: a later
@@ -189,21 +212,10 @@ async fn claim_due(db: &Db) -> Result<(Vec<email_outbox::Model>, DateTime<Utc>),
     let now = time::now();
     let claim = now + CLAIM;
     let tx = db.begin_background_write().await?;
-    let mut select = email_outbox::Entity::find()
-        .filter(email_outbox::Column::Status.eq(EmailStatus::Pending))
-        .filter(email_outbox::Column::NextAttemptAt.lte(now))
-        .order_by_asc(email_outbox::Column::NextAttemptAt)
-        .order_by_asc(email_outbox::Column::Id)
-        .limit(BATCH);
     if db.backend() == DatabaseBackend::Postgres {
-        select = select.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
-        // The batch is read in order from the claim index, and reading stops there. A planner
-        // that takes due messages for rare (no statistics yet, or statistics from before a
-        // large run queued its messages) reads every due message and sorts them instead: a
-        // sort of 100,000 rows spilled to disk, for each batch of 100.
-        tx.execute_unprepared("SET LOCAL enable_sort = off").await?;
+        tx.execute_unprepared(CLAIM_IN_INDEX_ORDER).await?;
     }
-    let due = select.all(&*tx).await?;
+    let due = due_batch(db.backend(), now).all(&*tx).await?;
     if !due.is_empty() {
         email_outbox::Entity::update_many()
             .col_expr(email_outbox::Column::NextAttemptAt, Expr::value(claim))
