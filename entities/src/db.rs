@@ -301,15 +301,21 @@ impl Db {
     /// On PostgreSQL, refreshes the planner's statistics of `table` (`ANALYZE`), after a
     /// write that changed much of it: until then a planner that has none, or old ones, may
     /// take a run's new payouts for a few rows and read them all for each page of a walk.
-    /// It samples the table, takes no lock that writers or readers wait for, and is left
-    /// to autovacuum where that runs; nothing on SQLite, whose planner does not need it here.
+    /// It samples the table and takes no lock that writers or readers wait for; it is skipped
+    /// (`SKIP_LOCKED`) rather than waited for where another `ANALYZE` or a `VACUUM` of the
+    /// table holds it, so the answer of the write that called it is never held up. PostgreSQL
+    /// analyses only tables the service's role owns (elsewhere it warns and does nothing).
+    /// Nothing on SQLite, whose planner does not need it here.
     pub async fn analyze(&self, table: &str) -> Result<(), DbErr> {
         if self.backend() != DatabaseBackend::Postgres {
             return Ok(());
         }
         use sea_orm::ConnectionTrait as _;
         self.conn
-            .execute_unprepared(&format!("ANALYZE \"{}\"", table.replace('"', "\"\"")))
+            .execute_unprepared(&format!(
+                "ANALYZE (SKIP_LOCKED) \"{}\"",
+                table.replace('"', "\"\"")
+            ))
             .await?;
         Ok(())
     }

@@ -129,15 +129,18 @@ pub async fn hold<C: ConnectionTrait>(conn: &C, holds: Vec<NewHold>) -> Result<i
     let now = time::now();
     let mut total = 0i64;
     for chunk in holds.chunks(CHUNK) {
-        let ids: Vec<String> = chunk.iter().map(|h| h.payout_id.clone()).collect();
-        let existing: Vec<(String, i32)> = exchange_hold::Entity::find()
+        let existing: std::collections::HashSet<(String, i32)> = exchange_hold::Entity::find()
             .select_only()
             .column(exchange_hold::Column::PayoutId)
             .column(exchange_hold::Column::Attempt)
-            .filter(exchange_hold::Column::PayoutId.is_in(ids))
+            .filter(of_attempts(
+                chunk.iter().map(|h| (h.payout_id.as_str(), h.attempt)),
+            ))
             .into_tuple()
             .all(conn)
-            .await?;
+            .await?
+            .into_iter()
+            .collect();
         let fresh: Vec<&NewHold> = chunk
             .iter()
             .filter(|h| !existing.contains(&(h.payout_id.clone(), h.attempt)))
@@ -175,6 +178,11 @@ pub async fn release<C: ConnectionTrait>(
     why: Release,
 ) -> Result<i64, DbErr> {
     let mut total = 0i64;
+    // Sorted before they are cut in chunks, so that rows are locked in one order across
+    // chunks as within each.
+    let mut attempts = attempts.to_vec();
+    attempts.sort();
+    attempts.dedup();
     for chunk in attempts.chunks(CHUNK) {
         // Locked (PostgreSQL; SQLite's write transactions are serialised already): two
         // transactions never release the same hold twice. Found through the primary key, by

@@ -119,14 +119,12 @@ pub async fn hand_back(
     Ok(handed_back)
 }
 
-/// `client_withdrawal_id IS NULL`, written so SQLite never looks it up in the unique index of
-/// client ids: every unclaimed payout sits in that index under NULL, and SQLite's planner,
-/// taking a unique index for selective, would read all of a run's unsent payouts and sort
-/// them for each window (a run's execution grew with the square of its size). A unary `+`
-/// keeps a column out of SQLite's index choice. PostgreSQL plans by its statistics, which
-/// run creation refreshes after writing a large run (`Db::analyze_after`): with none, it took
-/// `IS NULL` for selective and read every unclaimed payout through that index to claim each
-/// window.
+/// `client_withdrawal_id IS NULL`, the guard of the claim's update by id; on SQLite also the
+/// window's filter, written so SQLite never looks it up in the unique index of client ids:
+/// every unclaimed payout sits in that index under NULL, and SQLite's planner, taking a unique
+/// index for selective, would read all of a run's unsent payouts and sort them for each window
+/// (a run's execution grew with the square of its size). A unary `+` keeps a column out of
+/// SQLite's index choice. PostgreSQL's window is read from its own index (`unclaimed_page`).
 fn unclaimed(backend: sea_orm::DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
     match backend {
         sea_orm::DatabaseBackend::Sqlite => Expr::cust("+client_withdrawal_id IS NULL"),
@@ -134,8 +132,8 @@ fn unclaimed(backend: sea_orm::DatabaseBackend) -> sea_orm::sea_query::SimpleExp
     }
 }
 
-/// The first `limit` PENDING payouts of a run that have no client id yet, by id: the next
-/// window to claim.
+/// The first `limit` PENDING payouts of a run that have no client id yet, by id (on
+/// PostgreSQL in byte order, `COLLATE "C"`): the next window to claim.
 pub fn unclaimed_page(
     backend: sea_orm::DatabaseBackend,
     run_id: &str,
