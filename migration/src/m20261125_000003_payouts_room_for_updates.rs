@@ -10,24 +10,10 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        if manager.get_database_backend() != sea_orm::DatabaseBackend::Postgres {
-            return Ok(());
-        }
-        manager
-            .get_connection()
-            .execute_unprepared("ALTER TABLE payouts SET (fillfactor = 50)")
-            .await?;
-        Ok(())
+        crate::on_postgres(manager, "ALTER TABLE payouts SET (fillfactor = 50)").await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        if manager.get_database_backend() != sea_orm::DatabaseBackend::Postgres {
-            return Ok(());
-        }
-        manager
-            .get_connection()
-            .execute_unprepared("ALTER TABLE payouts RESET (fillfactor)")
-            .await?;
-        Ok(())
+        crate::on_postgres(manager, "ALTER TABLE payouts RESET (fillfactor)").await
     }
 }

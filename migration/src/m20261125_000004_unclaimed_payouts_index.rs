@@ -14,27 +14,15 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        if manager.get_database_backend() != sea_orm::DatabaseBackend::Postgres {
-            return Ok(());
-        }
-        manager
-            .get_connection()
-            .execute_unprepared(
-                "CREATE INDEX IF NOT EXISTS idx_payouts_unclaimed ON payouts (payroll_run_id, id COLLATE \"C\") \
-                 WHERE status = 'PENDING' AND client_withdrawal_id IS NULL",
-            )
-            .await?;
-        Ok(())
+        crate::on_postgres(
+            manager,
+            "CREATE INDEX IF NOT EXISTS idx_payouts_unclaimed ON payouts (payroll_run_id, id COLLATE \"C\") \
+             WHERE status = 'PENDING' AND client_withdrawal_id IS NULL",
+        )
+        .await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        if manager.get_database_backend() != sea_orm::DatabaseBackend::Postgres {
-            return Ok(());
-        }
-        manager
-            .get_connection()
-            .execute_unprepared("DROP INDEX IF EXISTS idx_payouts_unclaimed")
-            .await?;
-        Ok(())
+        crate::on_postgres(manager, "DROP INDEX IF EXISTS idx_payouts_unclaimed").await
     }
 }

@@ -123,38 +123,18 @@ async fn assert_statistics_taken(db: &Db, table: &str, written: usize) {
 /// PostgreSQL a planner that took them for rare sorted 100,000 rows for each batch of 100).
 #[actix_web::test]
 async fn the_mailer_claims_its_batch_in_index_order() {
-    use sea_orm::{ConnectionTrait, QueryTrait, Statement, TransactionTrait};
+    use sea_orm::{ConnectionTrait, TransactionTrait};
     let app = spawn_app_with(|_| {}).await;
     let db = app.db().await;
     let backend = db.backend();
-    let select =
-        payroll_actors::mailer::due_batch(backend, payroll_entities::time::now()).build(backend);
     let tx = db.conn.begin().await.expect("transaction");
-    let explain = if backend == sea_orm::DatabaseBackend::Sqlite {
-        "EXPLAIN QUERY PLAN"
-    } else {
+    if backend == sea_orm::DatabaseBackend::Postgres {
         tx.execute_unprepared(payroll_actors::mailer::CLAIM_IN_INDEX_ORDER)
             .await
             .expect("claim setting");
-        "EXPLAIN (FORMAT TEXT)"
-    };
-    let plan = tx
-        .query_all_raw(Statement::from_sql_and_values(
-            backend,
-            format!("{explain} {}", select.sql),
-            select.values.map(|v| v.0).unwrap_or_default(),
-        ))
-        .await
-        .expect("query plan");
-    let column = if backend == sea_orm::DatabaseBackend::Sqlite {
-        "detail"
-    } else {
-        "QUERY PLAN"
-    };
-    let lines: Vec<String> = plan
-        .iter()
-        .map(|row| row.try_get::<String>("", column).expect("plan line"))
-        .collect();
+    }
+    let due = payroll_actors::mailer::due_batch(backend, payroll_entities::time::now());
+    let lines = plan_of(&tx, due).await;
     tx.rollback().await.ok();
     assert!(
         lines.iter().any(|l| l.contains("idx_email_outbox_claim")),
@@ -168,6 +148,32 @@ async fn the_mailer_claims_its_batch_in_index_order() {
     );
 }
 
+/// The lines of the plan of `select` on `conn`: SQLite's `EXPLAIN QUERY PLAN` details, or
+/// PostgreSQL's `EXPLAIN` text.
+async fn plan_of<C, E>(conn: &C, select: sea_orm::Select<E>) -> Vec<String>
+where
+    C: sea_orm::ConnectionTrait,
+    E: sea_orm::EntityTrait,
+{
+    use sea_orm::{QueryTrait, Statement};
+    let backend = conn.get_database_backend();
+    let select = select.build(backend);
+    let (explain, column) = match backend {
+        sea_orm::DatabaseBackend::Sqlite => ("EXPLAIN QUERY PLAN", "detail"),
+        _ => ("EXPLAIN (FORMAT TEXT)", "QUERY PLAN"),
+    };
+    conn.query_all_raw(Statement::from_sql_and_values(
+        backend,
+        format!("{explain} {}", select.sql),
+        select.values.map(|v| v.0).unwrap_or_default(),
+    ))
+    .await
+    .expect("query plan")
+    .iter()
+    .map(|row| row.try_get::<String>("", column).expect("plan line"))
+    .collect()
+}
+
 /// The next window is read from an index of the run's unsent payouts, in id order: on SQLite the
 /// run's (run, status, id) index, never the unique index of client ids searched for NULL,
 /// which holds every unsent payout and made each window's claim read and sort all of them
@@ -175,41 +181,22 @@ async fn the_mailer_claims_its_batch_in_index_order() {
 /// never the primary key walked past every payout claimed before.
 #[actix_web::test]
 async fn the_next_window_is_read_through_the_index_of_unsent_payouts() {
-    use sea_orm::{ConnectionTrait, QueryTrait, Statement};
     let app = spawn_app_with(|_| {}).await;
     let db = app.db().await;
-    let select =
-        payroll_actors::run::window::unclaimed_page(db.backend(), "run_x", 64).build(db.backend());
-    let explain = match db.backend() {
-        sea_orm::DatabaseBackend::Sqlite => "EXPLAIN QUERY PLAN",
-        _ => "EXPLAIN (FORMAT TEXT)",
-    };
-    let plan = db
-        .conn
-        .query_all_raw(Statement::from_sql_and_values(
-            db.backend(),
-            format!("{explain} {}", select.sql),
-            select.values.map(|v| v.0).unwrap_or_default(),
-        ))
-        .await
-        .expect("query plan");
+    let lines = plan_of(
+        &db.conn,
+        payroll_actors::run::window::unclaimed_page(db.backend(), "run_x", 64),
+    )
+    .await;
     if db.backend() == sea_orm::DatabaseBackend::Sqlite {
-        let steps: Vec<String> = plan
-            .iter()
-            .map(|row| row.try_get::<String>("", "detail").expect("detail"))
-            .collect();
         assert_eq!(
-            steps,
+            lines,
             vec![
                 "SEARCH payouts USING INDEX idx_payouts_run_status (payroll_run_id=? AND status=?)"
             ],
-            "{steps:?}"
+            "{lines:?}"
         );
     } else {
-        let lines: Vec<String> = plan
-            .iter()
-            .map(|row| row.try_get::<String>("", "QUERY PLAN").expect("plan line"))
-            .collect();
         assert!(
             lines
                 .iter()

@@ -129,7 +129,7 @@ pub async fn hold<C: ConnectionTrait>(conn: &C, holds: Vec<NewHold>) -> Result<i
     let now = time::now();
     let mut total = 0i64;
     for chunk in holds.chunks(CHUNK) {
-        let existing: std::collections::HashSet<(String, i32)> = exchange_hold::Entity::find()
+        let found: Vec<(String, i32)> = exchange_hold::Entity::find()
             .select_only()
             .column(exchange_hold::Column::PayoutId)
             .column(exchange_hold::Column::Attempt)
@@ -138,12 +138,12 @@ pub async fn hold<C: ConnectionTrait>(conn: &C, holds: Vec<NewHold>) -> Result<i
             ))
             .into_tuple()
             .all(conn)
-            .await?
-            .into_iter()
-            .collect();
+            .await?;
+        let existing: std::collections::HashSet<(&str, i32)> =
+            found.iter().map(|(id, a)| (id.as_str(), *a)).collect();
         let fresh: Vec<&NewHold> = chunk
             .iter()
-            .filter(|h| !existing.contains(&(h.payout_id.clone(), h.attempt)))
+            .filter(|h| !existing.contains(&(h.payout_id.as_str(), h.attempt)))
             .collect();
         if fresh.is_empty() {
             continue;

@@ -145,9 +145,10 @@ pub fn unclaimed_page(
         // out, not bound, so the planner matches it in every plan, generic ones too; and its
         // order, which no other index gives (see the migration that made it).
         sea_orm::DatabaseBackend::Postgres => find
-            .filter(Expr::cust(
-                "status = 'PENDING' AND client_withdrawal_id IS NULL",
-            ))
+            .filter(Expr::cust(format!(
+                "status = '{}' AND client_withdrawal_id IS NULL",
+                PayoutStatus::Pending.as_str()
+            )))
             .order_by(Expr::cust(r#"id COLLATE "C""#), sea_orm::Order::Asc),
         _ => find
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
