@@ -25,6 +25,7 @@ mod m20261125_000002_outbox_claim_order;
 mod m20261125_000003_payouts_room_for_updates;
 mod m20261125_000004_unclaimed_payouts_index;
 mod m20261125_000005_drop_payouts_employee_index;
+mod postgres;
 
 pub struct Migrator;
 
@@ -57,13 +58,4 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000005_drop_payouts_employee_index::Migration),
         ]
     }
-}
-
-/// Runs `sql` on PostgreSQL; nothing on SQLite (for what only PostgreSQL's planner or storage
-/// needs).
-async fn on_postgres(manager: &SchemaManager<'_>, sql: &str) -> Result<(), DbErr> {
-    if manager.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
-        manager.get_connection().execute_unprepared(sql).await?;
-    }
-    Ok(())
 }

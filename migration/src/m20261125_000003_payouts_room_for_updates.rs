@@ -10,10 +10,10 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::on_postgres(manager, "ALTER TABLE payouts SET (fillfactor = 50)").await
+        crate::postgres::on_postgres(manager, "ALTER TABLE payouts SET (fillfactor = 50)").await
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::on_postgres(manager, "ALTER TABLE payouts RESET (fillfactor)").await
+        crate::postgres::on_postgres(manager, "ALTER TABLE payouts RESET (fillfactor)").await
     }
 }

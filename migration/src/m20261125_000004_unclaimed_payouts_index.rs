@@ -14,7 +14,7 @@ pub struct Migration;
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::on_postgres(
+        crate::postgres::on_postgres(
             manager,
             "CREATE INDEX IF NOT EXISTS idx_payouts_unclaimed ON payouts (payroll_run_id, id COLLATE \"C\") \
              WHERE status = 'PENDING' AND client_withdrawal_id IS NULL",
@@ -23,6 +23,6 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::on_postgres(manager, "DROP INDEX IF EXISTS idx_payouts_unclaimed").await
+        crate::postgres::on_postgres(manager, "DROP INDEX IF EXISTS idx_payouts_unclaimed").await
     }
 }
