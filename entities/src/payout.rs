@@ -28,8 +28,9 @@ pub struct Model {
     pub attempt: i32,
     /// The job of the latest execute or retry that covers this payout.
     pub job_id: Option<String>,
-    /// Ours (`pay_…-<attempt>`), committed before the exchange is called.
-    #[sea_orm(unique)]
+    /// Ours (`<payout id>-<attempt>`), committed before the exchange is called; unique as
+    /// its payout's id is (PostgreSQL holds each row to that form with a check constraint,
+    /// SQLite with a unique index).
     pub client_withdrawal_id: Option<String>,
     pub cex_withdrawal_id: Option<String>,
     pub on_chain_tx_hash: Option<String>,

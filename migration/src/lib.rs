@@ -25,6 +25,7 @@ mod m20261125_000002_outbox_claim_order;
 mod m20261125_000003_payouts_room_for_updates;
 mod m20261125_000004_unclaimed_payouts_index;
 mod m20261125_000005_drop_payouts_employee_index;
+mod m20261126_000001_claims_written_in_place;
 mod postgres;
 
 pub struct Migrator;
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000003_payouts_room_for_updates::Migration),
             Box::new(m20261125_000004_unclaimed_payouts_index::Migration),
             Box::new(m20261125_000005_drop_payouts_employee_index::Migration),
+            Box::new(m20261126_000001_claims_written_in_place::Migration),
         ]
     }
 }

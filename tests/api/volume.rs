@@ -177,7 +177,7 @@ where
 /// The next window is read from an index of the run's unsent payouts, in id order: on SQLite the
 /// run's (run, status, id) index, never the unique index of client ids searched for NULL,
 /// which holds every unsent payout and made each window's claim read and sort all of them
-/// (execution grew with the square of the run); on PostgreSQL the index of unclaimed payouts,
+/// (execution grew with the square of the run); on PostgreSQL the index of PENDING payouts,
 /// never the primary key walked past every payout claimed before.
 #[actix_web::test]
 async fn the_next_window_is_read_through_the_index_of_unsent_payouts() {
@@ -200,9 +200,110 @@ async fn the_next_window_is_read_through_the_index_of_unsent_payouts() {
         assert!(
             lines
                 .iter()
-                .any(|l| l.contains("Index Scan using idx_payouts_unclaimed")),
+                .any(|l| l.contains("Index Scan using idx_payouts_pending")),
             "{lines:#?}"
         );
         assert!(!lines.iter().any(|l| l.contains("Sort")), "{lines:#?}");
+    }
+}
+
+/// On PostgreSQL the writes a run makes per payout that change no status (the claim, the send
+/// stamp) and a hold's release touch no indexed column, so each is a heap-only update: no
+/// index of payouts or holds names one of the columns they write, in its keys or its predicate.
+#[actix_web::test]
+async fn claims_stamps_and_releases_write_no_indexed_column() {
+    use sea_orm::ConnectionTrait as _;
+    let app = spawn_app_with(|_| {}).await;
+    let db = app.db().await;
+    if db.backend() != sea_orm::DatabaseBackend::Postgres {
+        return;
+    }
+    for (table, written) in [
+        (
+            "payouts",
+            &[
+                "client_withdrawal_id",
+                "initiated_at",
+                "updated_at",
+                "send_count",
+                "last_sent_at",
+            ][..],
+        ),
+        ("exchange_holds", &["released_at", "release_reason"][..]),
+    ] {
+        let indexes: Vec<String> = db
+            .conn
+            .query_all_raw(sea_orm::Statement::from_sql_and_values(
+                sea_orm::DatabaseBackend::Postgres,
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1",
+                [table.into()],
+            ))
+            .await
+            .expect("indexes")
+            .iter()
+            .map(|row| row.try_get::<String>("", "indexdef").expect("indexdef"))
+            .collect();
+        assert!(indexes.len() >= 2, "{table}: {indexes:#?}");
+        for index in &indexes {
+            for column in written {
+                assert!(!index.contains(column), "{table}: {index} names {column}");
+            }
+        }
+    }
+}
+
+/// A client withdrawal id is its payout's id and attempt, and no two payouts can hold the same
+/// one: on PostgreSQL a check constraint holds each row to that form (no unique index of client
+/// ids exists there, so the primary key makes them unique), on SQLite a unique index.
+#[actix_web::test]
+async fn no_two_payouts_hold_one_client_id() {
+    use sea_orm::ConnectionTrait as _;
+    let app = spawn_app_with(|_| {}).await;
+    app.create_employee("A", "a@example.com", 1_000).await;
+    app.create_employee("B", "b@example.com", 2_000).await;
+    let run_id = app
+        .create_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    let db = app.db().await;
+    let backend = db.backend();
+    let exec = |sql: String| {
+        let conn = db.conn.clone();
+        async move {
+            conn.execute_raw(sea_orm::Statement::from_string(backend, sql))
+                .await
+        }
+    };
+    let ids: Vec<String> = db
+        .conn
+        .query_all_raw(sea_orm::Statement::from_string(
+            backend,
+            format!("SELECT id FROM payouts WHERE payroll_run_id = '{run_id}' ORDER BY id"),
+        ))
+        .await
+        .expect("payouts")
+        .iter()
+        .map(|row| row.try_get::<String>("", "id").expect("id"))
+        .collect();
+    assert_eq!(ids.len(), 2);
+    let (a, b) = (&ids[0], &ids[1]);
+    exec(format!(
+        "UPDATE payouts SET client_withdrawal_id = '{a}-1' WHERE id = '{a}'"
+    ))
+    .await
+    .expect("a payout's own client id");
+    let taken = exec(format!(
+        "UPDATE payouts SET client_withdrawal_id = '{a}-1' WHERE id = '{b}'"
+    ))
+    .await;
+    assert!(taken.is_err(), "another payout's client id was stored");
+    if backend == sea_orm::DatabaseBackend::Postgres {
+        let other_attempt = exec(format!(
+            "UPDATE payouts SET client_withdrawal_id = '{b}-2' WHERE id = '{b}'"
+        ))
+        .await;
+        assert!(
+            other_attempt.is_err(),
+            "a client id of another attempt was stored"
+        );
     }
 }

@@ -40,7 +40,7 @@ pub async fn stamp_sends(
             .column(payout::Column::PayrollRunId)
             .column(payout::Column::ClientWithdrawalId)
             .column(payout::Column::SendCount)
-            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.iter().cloned()))
+            .filter(super::payouts_of_client_ids(chunk))
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
             .filter(payout::Column::StuckSince.is_null())
             .lock_exclusive()
@@ -96,7 +96,7 @@ pub async fn unstamp<C: sea_orm::ConnectionTrait>(
                 payout::Column::SendCount,
                 Expr::col(payout::Column::SendCount).sub(1),
             )
-            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.iter().cloned()))
+            .filter(super::payouts_of_client_ids(chunk))
             .filter(payout::Column::SendCount.gt(0))
             .exec(conn)
             .await?;

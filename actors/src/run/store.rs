@@ -478,7 +478,7 @@ pub async fn first_sent(db: &Db, client_ids: &[String]) -> Result<Option<DateTim
         let found: Option<Option<DateTime<Utc>>> = payout::Entity::find()
             .select_only()
             .column_as(payout::Column::InitiatedAt.min(), "first")
-            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.iter().cloned()))
+            .filter(crate::exchange::payouts_of_client_ids(chunk))
             .into_tuple()
             .one(&db.conn)
             .await?;

@@ -14,7 +14,7 @@ use super::{
     messages::RunError,
     store::IDS_PER_STATEMENT,
 };
-use crate::exchange::WithdrawalRequest;
+use crate::exchange::{WithdrawalRequest, payouts_of_client_ids};
 
 /// Commits client withdrawal ids for up to `limit` payouts not yet handed over, and returns
 /// the withdrawals to send. Nothing is sent for a payout whose id is not committed.
@@ -105,7 +105,7 @@ pub async fn hand_back(
                 Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
             )
             .col_expr(payout::Column::UpdatedAt, Expr::value(time::now()))
-            .filter(payout::Column::ClientWithdrawalId.is_in(chunk.to_vec()))
+            .filter(payouts_of_client_ids(chunk))
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
             .filter(payout::Column::CexWithdrawalId.is_null())
             // Never one that left: every send is counted before it leaves.
@@ -119,12 +119,12 @@ pub async fn hand_back(
     Ok(handed_back)
 }
 
-/// `client_withdrawal_id IS NULL`, the guard of the claim's update by id; on SQLite also the
-/// window's filter, written so SQLite never looks it up in the unique index of client ids:
-/// every unclaimed payout sits in that index under NULL, and SQLite's planner, taking a unique
-/// index for selective, would read all of a run's unsent payouts and sort them for each window
-/// (a run's execution grew with the square of its size). A unary `+` keeps a column out of
-/// SQLite's index choice. PostgreSQL's window is read from its own index (`unclaimed_page`).
+/// `client_withdrawal_id IS NULL`, the guard of the claim's update by id and the window's
+/// filter. On SQLite written so it never looks the payouts up in the unique index of client
+/// ids: every unclaimed payout sits in that index under NULL, and SQLite's planner, taking a
+/// unique index for selective, would read all of a run's unsent payouts and sort them for each
+/// window (a run's execution grew with the square of its size). A unary `+` keeps a column out
+/// of SQLite's index choice. PostgreSQL has no index of client ids.
 fn unclaimed(backend: sea_orm::DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
     match backend {
         sea_orm::DatabaseBackend::Sqlite => Expr::cust("+client_withdrawal_id IS NULL"),
@@ -133,7 +133,9 @@ fn unclaimed(backend: sea_orm::DatabaseBackend) -> sea_orm::sea_query::SimpleExp
 }
 
 /// The first `limit` PENDING payouts of a run that have no client id yet, by id (on
-/// PostgreSQL in byte order, `COLLATE "C"`): the next window to claim.
+/// PostgreSQL in byte order, `COLLATE "C"`): the next window to claim. Read through the run's
+/// PENDING payouts in id order, past those claimed and not yet answered (at most the
+/// withdrawals in flight, and those whose answer was unclear until they are looked up).
 pub fn unclaimed_page(
     backend: sea_orm::DatabaseBackend,
     run_id: &str,
@@ -141,14 +143,15 @@ pub fn unclaimed_page(
 ) -> sea_orm::Select<payout::Entity> {
     let find = payout::Entity::find().filter(payout::Column::PayrollRunId.eq(run_id));
     match backend {
-        // The predicate of the index of unclaimed payouts (`idx_payouts_unclaimed`) written
-        // out, not bound, so the planner matches it in every plan, generic ones too; and its
-        // order, which no other index gives (see the migration that made it).
+        // The predicate of the index of PENDING payouts (`idx_payouts_pending`) written out,
+        // not bound, so the planner matches it in every plan, generic ones too; and its
+        // order, which no other index gives (see the migrations that made it).
         sea_orm::DatabaseBackend::Postgres => find
             .filter(Expr::cust(format!(
-                "status = '{}' AND client_withdrawal_id IS NULL",
+                "status = '{}'",
                 PayoutStatus::Pending.as_str()
             )))
+            .filter(unclaimed(backend))
             .order_by(Expr::cust(r#"id COLLATE "C""#), sea_orm::Order::Asc),
         _ => find
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
