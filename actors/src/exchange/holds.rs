@@ -8,8 +8,8 @@
 use payroll_entities::{PayoutStatus, exchange_hold, exchange_reserve, payout, time};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Statement,
-    sea_query::{Expr, ExprTrait as _},
+    QuerySelect, Statement,
+    sea_query::{Expr, ExprTrait as _, Query},
 };
 
 /// The one exchange account of a deployment.
@@ -183,23 +183,33 @@ pub async fn release<C: ConnectionTrait>(
     let mut attempts = attempts.to_vec();
     attempts.sort();
     attempts.dedup();
+    let now = time::now();
     for chunk in attempts.chunks(CHUNK) {
-        // Locked (PostgreSQL; SQLite's write transactions are serialised already): two
-        // transactions never release the same hold twice. Found through the primary key, by
-        // both its columns (`attempt = k AND payout_id IN (…)`, one per attempt number), so
-        // a planner knows each pair matches at most one row even before the table has
-        // statistics: by payout id alone, PostgreSQL read every hold of a table it had not
-        // analysed yet for each batch. Told active here: given `released_at IS NULL` as well,
-        // PostgreSQL may read every active hold of the run through the run's index instead.
-        let holds = exchange_hold::Entity::find()
-            .filter(of_attempts(chunk.iter().map(|(id, a)| (id.as_str(), *a))))
-            .order_by_asc(exchange_hold::Column::PayoutId)
-            .lock_exclusive()
-            .all(conn)
-            .await?;
-        let matched: Vec<&exchange_hold::Model> =
-            holds.iter().filter(|h| h.released_at.is_none()).collect();
-        total += release_rows(conn, &matched, why).await?;
+        // One statement releases the active ones and answers their amounts. Found through the
+        // primary key, by both its columns (`attempt = k AND payout_id IN (…)`, one per
+        // attempt number), so a planner knows each pair matches at most one row even before
+        // the table has statistics (by payout id alone, PostgreSQL read every hold of a table
+        // it had not analysed yet), and visited in key order, so rows are locked in one order
+        // within a chunk as across chunks. A hold another transaction releases meanwhile is
+        // waited for and, read again, no longer matches (PostgreSQL; SQLite's write
+        // transactions are serialised already): no hold is released, nor counted, twice.
+        let mut update = Query::update();
+        update
+            .table(exchange_hold::Entity)
+            .value(exchange_hold::Column::ReleasedAt, now)
+            .value(exchange_hold::Column::ReleaseReason, why.as_str())
+            .cond_where(
+                Condition::all()
+                    .add(of_attempts(chunk.iter().map(|(id, a)| (id.as_str(), *a))))
+                    .add(exchange_hold::Column::ReleasedAt.is_null()),
+            )
+            .returning_col(exchange_hold::Column::AmountUsdCents);
+        for row in conn.query_all(&update).await? {
+            let amount: i64 = row.try_get("", "amount_usd_cents")?;
+            total = total.checked_add(amount).ok_or_else(|| {
+                DbErr::Custom("the released amounts add up to more than can be represented".into())
+            })?;
+        }
     }
     move_counter(conn, -total).await?;
     Ok(total)
