@@ -448,25 +448,33 @@ impl SandboxProvider {
         settle_due(&tx, None).await?;
         let ids: Vec<String> = batch.iter().map(|r| r.client_id.clone()).collect();
         // What the exchange already answered for these client ids.
-        let mut known: HashMap<String, WithdrawalOutcome> = sandbox_withdrawal::Entity::find()
-            .filter(sandbox_withdrawal::Column::ClientId.is_in(ids))
-            .all(&*tx)
-            .await?
+        // Only what the answer needs: (client id, id, status, failed reason).
+        let found: Vec<(String, String, SandboxWithdrawalStatus, Option<String>)> =
+            sandbox_withdrawal::Entity::find()
+                .select_only()
+                .column(sandbox_withdrawal::Column::ClientId)
+                .column(sandbox_withdrawal::Column::Id)
+                .column(sandbox_withdrawal::Column::Status)
+                .column(sandbox_withdrawal::Column::FailedReason)
+                .filter(sandbox_withdrawal::Column::ClientId.is_in(ids))
+                .into_tuple()
+                .all(&*tx)
+                .await?;
+        let mut known: HashMap<String, WithdrawalOutcome> = found
             .into_iter()
-            .map(|w| {
-                let outcome = match w
-                    .failed_reason
+            .map(|(client_id, cex_id, status, failed_reason)| {
+                let outcome = match failed_reason
                     .as_deref()
                     .and_then(|r| r.strip_prefix(REJECTED))
                 {
-                    Some(reason) if w.status == SandboxWithdrawalStatus::Failed => {
+                    Some(reason) if status == SandboxWithdrawalStatus::Failed => {
                         WithdrawalOutcome::Rejected {
                             reason: reason.to_owned(),
                         }
                     }
-                    _ => WithdrawalOutcome::Accepted { cex_id: w.id },
+                    _ => WithdrawalOutcome::Accepted { cex_id },
                 };
-                (w.client_id, outcome)
+                (client_id, outcome)
             })
             .collect();
         let mut available = balance_of(&*tx, SandboxAccount::Exchange).await?.0;
