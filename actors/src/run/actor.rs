@@ -1,6 +1,8 @@
 //! The `RunActor`: one per live run, supervised. It alone changes its run and payouts. Every
 //! step (a client's command, the exchange's answers, a poll, the funds watch) runs to its
-//! commit before the next starts, and acts on the outside world only after its commit. After an
+//! commit before the next starts, and acts on the outside world only after its commit. Beside
+//! the steps run what changes no counter of the run: look-ups at the exchange (their results
+//! are applied as steps) and the claim of the next window of client ids (`claiming`). After an
 //! error it stops; its supervisor restarts it from the database snapshot, which resumes the run:
 //! withdrawals whose outcome is unknown are looked up by client id before anything is re-sent.
 
@@ -23,13 +25,13 @@ use super::{
     messages::{RunCommand, RunError, RunReply, RunRequest},
     settlement::{self, Recorded},
     store::{self, Snapshot},
-    window,
 };
 use crate::{
-    exchange::actor::{Submit, WithdrawalResults},
-    telemetry::{self, ActorKind, CountedSend, Handling, Observed},
+    exchange::actor::WithdrawalResults,
+    telemetry::{self, ActorKind, Handling, Observed},
 };
 
+mod claiming;
 mod following;
 
 /// Tells the manager that an actor is going away; the manager forgets that actor (and only
@@ -53,6 +55,16 @@ pub struct RunActor {
     watching: HashSet<String>,
     /// A look-up at the exchange is under way (beside the run's steps, never blocking them).
     looking_up: bool,
+    /// The claim of the next window under way (beside the run's steps), by number.
+    claiming: Option<u64>,
+    /// Claims started, to tell their answers apart.
+    claims: u64,
+    /// Told when the claim under way is over.
+    claim_over: Arc<tokio::sync::Notify>,
+    /// The last claim found fewer payouts than it had room for: none is left to claim until
+    /// something gives the run new ones (a command, a reload), so none is looked for before
+    /// then, or before the next tick.
+    exhausted: bool,
     /// Since when the exchange has given no clear answer to this run's sends and look-ups.
     unreachable_since: Option<Instant>,
     last_used: Instant,
@@ -81,6 +93,10 @@ impl RunActor {
             watch: VecDeque::new(),
             watching: HashSet::new(),
             looking_up: false,
+            claiming: None,
+            claims: 0,
+            claim_over: Default::default(),
+            exhausted: false,
             unreachable_since: None,
             last_used: now,
             last_funds_watch: now,
@@ -132,6 +148,7 @@ impl RunActor {
             .map(|result, act, ctx| match result {
                 Ok((snapshot, owns, unsettled)) => {
                     act.snapshot = Some(snapshot);
+                    act.exhausted = false;
                     act.owns = owns;
                     act.last_heartbeat = Instant::now();
                     // Outcomes unknown after a restart or a takeover: ask the exchange before
@@ -184,48 +201,6 @@ impl RunActor {
         } else {
             self.fill_window(ctx);
         }
-    }
-
-    /// Commits client ids for as many payouts as the window has room for, then sends them.
-    /// Like every step, it reads the actor's state when it starts, not when it is scheduled:
-    /// steps queue behind each other, and each must see what the one before it committed.
-    fn fill_window(&mut self, ctx: &mut Context<Self>) {
-        if self.status() != Some(RunStatus::PayingOut) {
-            return;
-        }
-        let deps = self.deps.clone();
-        ctx.wait(
-            actix::fut::ready(())
-                .then(move |_, act: &mut Self, _| {
-                    let window = act.deps.exchange_settings.window();
-                    let room = window.saturating_sub(act.in_flight.len());
-                    let run = act.snapshot.as_ref().map(|s| s.run.clone());
-                    async move {
-                        match run {
-                            Some(run) => {
-                                window::claim_window(&deps.db, &deps.lease, &run, room).await
-                            }
-                            None => Ok(Vec::new()),
-                        }
-                    }
-                    .instrument(act.span())
-                    .in_runtime()
-                    .into_actor(act)
-                })
-                .map(|result, act, ctx| match result {
-                    Ok(requests) if !requests.is_empty() => {
-                        act.in_flight
-                            .extend(requests.iter().map(|r| r.client_id.clone()));
-                        act.deps.exchange.counted_do_send(Submit {
-                            items: requests,
-                            reply_to: ctx.address().recipient(),
-                            resend: false,
-                        });
-                    }
-                    Ok(_) => {}
-                    Err(err) => act.fail(ctx, err),
-                }),
-        );
     }
 
     /// Runs one internal step on the snapshot as it stands when the step starts, then finishes
@@ -360,6 +335,7 @@ impl RunActor {
         }
         match self.status() {
             Some(RunStatus::PayingOut) => {
+                self.exhausted = false;
                 self.look_up_due(ctx, now);
                 self.after_change(ctx);
                 if now.duration_since(self.last_stuck_check) >= Duration::from_secs(60) {
@@ -472,8 +448,12 @@ impl Supervised for RunActor {
         self.owns = false;
         self.watch.clear();
         self.watching.clear();
-        // A look-up under way was dropped with the actor's futures.
+        // A look-up under way was dropped with the actor's futures. A claim under way still
+        // answers (`Claimed`); a new claim may start beside it, and whichever comes second
+        // finds the rows claimed and fails as stale.
         self.looking_up = false;
+        self.claiming = None;
+        self.exhausted = false;
     }
 }
 
@@ -528,6 +508,8 @@ impl Handler<RunRequest> for RunActor {
                     match result {
                         Ok((done, recorded, took)) => {
                             act.snapshot = Some(done.snapshot);
+                            // A command may give the run payouts to claim (a retry).
+                            act.exhausted = false;
                             if took {
                                 // Reload as the holder: whatever another instance left
                                 // unsettled is looked up before anything is sent.
@@ -591,15 +573,30 @@ impl Handler<Pause> for RunActor {
     }
 }
 
-/// Answered once every step queued before it has committed.
+/// Answered once every step queued before it has committed, and the claim under way (if any)
+/// is over: sent, or handed back if it committed after `Pause`.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Quiesce;
 
 impl Handler<Quiesce> for RunActor {
-    type Result = ();
+    type Result = ResponseActFuture<Self, ()>;
 
-    fn handle(&mut self, _: Quiesce, _: &mut Context<Self>) {}
+    fn handle(&mut self, _: Quiesce, _: &mut Context<Self>) -> Self::Result {
+        // Created now, so it is told even if the claim ends before it is first polled.
+        let waiting = self
+            .claiming
+            .is_some()
+            .then(|| self.claim_over.clone().notified_owned());
+        Box::pin(
+            async move {
+                if let Some(waiting) = waiting {
+                    waiting.await;
+                }
+            }
+            .into_actor(self),
+        )
+    }
 }
 
 /// Reload the run from the database (and take its lease if it has work and nobody holds it).

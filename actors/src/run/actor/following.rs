@@ -59,7 +59,12 @@ impl RunActor {
 
     /// Hands withdrawals to the exchange actor under their committed client ids; never one
     /// that is already there. Each send is fenced and counted as it leaves.
-    fn submit(&mut self, ctx: &mut Context<Self>, requests: Vec<WithdrawalRequest>, resend: bool) {
+    pub(super) fn submit(
+        &mut self,
+        ctx: &mut Context<Self>,
+        requests: Vec<WithdrawalRequest>,
+        resend: bool,
+    ) {
         if !self.owns || self.paused {
             return;
         }

@@ -1,0 +1,136 @@
+//! The withdrawal window of a `RunActor`: client ids claimed for the next payouts beside the
+//! run's steps, one claim at a time, and sent once committed.
+
+use actix::prelude::*;
+
+use crate::runtime::InRuntime;
+use payroll_entities::RunStatus;
+use tracing::Instrument as _;
+
+use super::RunActor;
+use crate::{
+    exchange::WithdrawalRequest,
+    run::{messages::RunError, window},
+    telemetry::{Handling, Observed},
+};
+
+impl RunActor {
+    /// Commits client ids for as many payouts as the window has room for, then sends them.
+    ///
+    /// The claim runs beside the run's steps, one claim at a time, as a task of its own, so
+    /// its transaction goes on while a step waits on the database; its answer comes back as a
+    /// message ([`Claimed`]), handled between steps. It changes nothing a step reads or
+    /// writes: only PENDING payouts without a client id, which no answer or look-up concerns,
+    /// and no counter of the run or its job. Whatever else ends such a payout locks it first
+    /// (a cancel, a failed job), so either the claim finds it ended and fails as stale (the
+    /// actor reloads), or the other finds it claimed. It is fenced by the lease in its own
+    /// transaction, so a takeover waits for it and then sees its ids.
+    pub(super) fn fill_window(&mut self, ctx: &mut Context<Self>) {
+        if self.claiming.is_some() || self.exhausted || self.paused || !self.owns {
+            return;
+        }
+        let Some(run) = self.snapshot.as_ref().map(|s| s.run.clone()) else {
+            return;
+        };
+        if run.status != RunStatus::PayingOut {
+            return;
+        }
+        let room = self
+            .deps
+            .exchange_settings
+            .window()
+            .saturating_sub(self.in_flight.len());
+        if room == 0 {
+            return;
+        }
+        self.claims += 1;
+        let claim = self.claims;
+        self.claiming = Some(claim);
+        let deps = self.deps.clone();
+        let addr = ctx.address();
+        actix::spawn(
+            async move {
+                let result = window::claim_window(&deps.db, &deps.lease, &run, room).await;
+                // Delivered to a restarted actor too: committed ids are sent, not lost.
+                addr.do_send(Claimed {
+                    claim,
+                    room,
+                    result,
+                });
+            }
+            .instrument(self.span())
+            .in_runtime(),
+        );
+    }
+}
+
+/// The answer of a claim ([`RunActor::fill_window`]): the withdrawals whose client ids it
+/// committed, to send.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct Claimed {
+    claim: u64,
+    /// How many it was asked for.
+    room: usize,
+    result: Result<Vec<WithdrawalRequest>, RunError>,
+}
+
+impl Handler<Claimed> for RunActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Claimed, ctx: &mut Context<Self>) {
+        let _handling = Handling::new(Self::KIND, "Claimed");
+        let current = self.claiming == Some(msg.claim);
+        match msg.result {
+            // Committed after the actor was told to start nothing more (shutdown): handed
+            // back, never sent, before the claim counts as done (`Quiesce` waits for it).
+            Ok(requests) if self.paused && !requests.is_empty() => {
+                let ids: Vec<String> = requests.into_iter().map(|r| r.client_id).collect();
+                let deps = self.deps.clone();
+                ctx.wait(
+                    async move { window::hand_back(&deps.db, &deps.lease, &ids).await }
+                        .instrument(self.span())
+                        .in_runtime()
+                        .into_actor(self)
+                        .map(move |handed, act, _| {
+                            if let Err(err) = handed {
+                                tracing::warn!(run_id = %act.run_id, error = %err, "a claim made at shutdown was not handed back; it is looked up after the restart");
+                            }
+                            act.claim_done(current);
+                        }),
+                );
+            }
+            // Sent, unless this actor no longer works the run: then whoever works it next finds
+            // them committed and never sent, looks them up and sends them.
+            Ok(requests) => {
+                self.claim_done(current);
+                if current && requests.len() < msg.room {
+                    self.exhausted = true;
+                }
+                if !requests.is_empty() {
+                    self.submit(ctx, requests, false);
+                    // Answers may have made room meanwhile.
+                    self.after_change(ctx);
+                }
+            }
+            // A claim of before a restart failing says nothing about the actor as it is now.
+            Err(err) if current => {
+                self.claim_done(current);
+                self.fail(ctx, err);
+            }
+            Err(err) => {
+                tracing::debug!(run_id = %self.run_id, error = %err, "an earlier claim failed")
+            }
+        }
+    }
+}
+
+impl RunActor {
+    /// The claim under way is over (if `current`): the next may start, and `Quiesce` answers.
+    fn claim_done(&mut self, current: bool) {
+        if current {
+            self.claiming = None;
+            self.claim_over.notify_waiters();
+        }
+    }
+}
