@@ -17,8 +17,8 @@ use crate::{
 impl RunActor {
     /// Commits client ids for as many payouts as the window has room for, then sends them.
     ///
-    /// The claim runs beside the run's steps, one claim at a time, as a task of its own, so
-    /// its transaction goes on while a step waits on the database; its answer comes back as a
+    /// On PostgreSQL the claim runs beside the run's steps, one claim at a time, as a task of
+    /// its own, so its transaction goes on while a step waits on the database; its answer comes back as a
     /// message ([`Claimed`]), handled between steps. It changes nothing a step reads or
     /// writes: only PENDING payouts without a client id, which no answer or look-up concerns,
     /// and no counter of the run or its job. Whatever else ends such a payout locks it first
@@ -48,7 +48,7 @@ impl RunActor {
         self.claiming = Some(claim);
         let deps = self.deps.clone();
         let addr = ctx.address();
-        actix::spawn(
+        let task = actix::spawn(
             async move {
                 let result = window::claim_window(&deps.db, &deps.lease, &run, room).await;
                 // Delivered to a restarted actor too: committed ids are sent, not lost.
@@ -61,6 +61,17 @@ impl RunActor {
             .instrument(self.span())
             .in_runtime(),
         );
+        // SQLite has one writer at a time: there the actor waits for the claim, so that it takes
+        // the write lock between steps rather than from under them (measured slower beside
+        // them). Its answer is handled all the same, as the message that follows.
+        if self.deps.db.backend() == sea_orm::DatabaseBackend::Sqlite {
+            ctx.wait(
+                async move {
+                    task.await.ok();
+                }
+                .into_actor(self),
+            );
+        }
     }
 }
 
