@@ -189,10 +189,14 @@ pub async fn release<C: ConnectionTrait>(
         // primary key, by both its columns (`attempt = k AND payout_id IN (…)`, one per
         // attempt number), so a planner knows each pair matches at most one row even before
         // the table has statistics (by payout id alone, PostgreSQL read every hold of a table
-        // it had not analysed yet), and visited in key order, so rows are locked in one order
-        // within a chunk as across chunks. A hold another transaction releases meanwhile is
-        // waited for and, read again, no longer matches (PostgreSQL; SQLite's write
-        // transactions are serialised already): no hold is released, nor counted, twice.
+        // it had not analysed yet). A hold another transaction releases meanwhile is waited
+        // for and, read again, no longer matches (PostgreSQL; SQLite's write transactions are
+        // serialised already): no hold is released, nor counted, twice. Rows are locked in the
+        // order the plan visits them, not always key order, so two transactions releasing
+        // some of the same holds at once (the exchange actor's release of accepted sends, and
+        // a run's, only after a restart) may deadlock; PostgreSQL then aborts one, which
+        // changes nothing: the exchange actor leaves those holds to the run, and a run's step
+        // reloads and records them again.
         let mut update = Query::update();
         update
             .table(exchange_hold::Entity)

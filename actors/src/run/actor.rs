@@ -448,11 +448,10 @@ impl Supervised for RunActor {
         self.owns = false;
         self.watch.clear();
         self.watching.clear();
-        // A look-up under way was dropped with the actor's futures. A claim under way still
-        // answers (`Claimed`); a new claim may start beside it, and whichever comes second
-        // finds the rows claimed and fails as stale.
+        // A look-up under way was dropped with the actor's futures. A claim under way is a
+        // task of its own and still answers (`Claimed`, to this address): it stays the claim
+        // under way, so no second one starts beside it and `Quiesce` waits for it.
         self.looking_up = false;
-        self.claiming = None;
         self.exhausted = false;
     }
 }

@@ -5,8 +5,9 @@ use payroll_entities::{
     Cents, Network, PayoutStatus, RunStatus, db::Db, payout, payroll_run, time,
 };
 use sea_orm::{
-    ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    sea_query::{Expr, ExprTrait as _},
+    ColumnTrait, Condition, ConnectionTrait as _, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+    sea_query::{Expr, ExprTrait as _, Query},
 };
 
 use super::{
@@ -16,71 +17,96 @@ use super::{
 };
 use crate::exchange::{WithdrawalRequest, payouts_of_client_ids};
 
+/// What a claim committed.
+#[derive(Debug, Default)]
+pub struct Claim {
+    /// The withdrawals to send, under the client ids just committed.
+    pub requests: Vec<WithdrawalRequest>,
+    /// The run had fewer unclaimed payouts than were asked for: none is left to claim.
+    pub exhausted: bool,
+}
+
 /// Commits client withdrawal ids for up to `limit` payouts not yet handed over, and returns
 /// the withdrawals to send. Nothing is sent for a payout whose id is not committed.
+///
+/// The withdrawals are built from the rows as the update wrote them (`RETURNING`), so a payout
+/// that something else changed between the read of the window and its claim (cancelled, or
+/// failed with its job and retried under a new attempt) is either not claimed or sent under
+/// the client id actually committed.
 #[tracing::instrument(skip_all, fields(run_id = %run.id, limit))]
 pub async fn claim_window(
     db: &Db,
     lease_settings: &LeaseSettings,
     run: &payroll_run::Model,
     limit: usize,
-) -> Result<Vec<WithdrawalRequest>, RunError> {
+) -> Result<Claim, RunError> {
     if limit == 0 || run.status != RunStatus::PayingOut {
-        return Ok(Vec::new());
+        return Ok(Claim::default());
     }
     let tx = db.begin_write().await?;
     // Fenced by the lease: an instance that lost it commits no withdrawal.
     if !lease::holds(&*tx, lease_settings, &run.id).await? {
         return Err(RunError::Stale);
     }
-    // Only what a withdrawal needs: (id, attempt, amount, fee, network, address).
-    let batch: Vec<(String, i32, i64, i64, Network, String)> =
-        unclaimed_page(db.backend(), &run.id, limit as u64)
-            .select_only()
-            .column(payout::Column::Id)
-            .column(payout::Column::Attempt)
-            .column(payout::Column::AmountUsdCents)
-            .column(payout::Column::FeeUsdCents)
-            .column(payout::Column::Network)
-            .column(payout::Column::WalletAddress)
-            .into_tuple()
-            .all(&*tx)
-            .await?;
-    if batch.is_empty() {
-        return Ok(Vec::new());
+    let ids: Vec<String> = unclaimed_page(db.backend(), &run.id, limit as u64)
+        .select_only()
+        .column(payout::Column::Id)
+        .into_tuple()
+        .all(&*tx)
+        .await?;
+    let exhausted = ids.len() < limit;
+    if ids.is_empty() {
+        return Ok(Claim {
+            requests: Vec::new(),
+            exhausted,
+        });
     }
     let now = time::now();
-    // One narrow statement: the client ids are derived in SQL from id and attempt.
-    let ids: Vec<String> = batch.iter().map(|p| p.0.clone()).collect();
-    let claimed = payout::Entity::update_many()
-        .col_expr(
+    // One narrow statement: the client ids are derived in SQL from id and attempt, and only
+    // what a withdrawal needs comes back.
+    let mut update = Query::update();
+    update
+        .table(payout::Entity)
+        .value(
             payout::Column::ClientWithdrawalId,
             Expr::cust("id || '-' || CAST(attempt AS TEXT)"),
         )
-        .col_expr(payout::Column::InitiatedAt, Expr::value(now))
-        .col_expr(payout::Column::UpdatedAt, Expr::value(now))
-        .filter(payout::Column::Id.is_in(ids))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .filter(unclaimed(db.backend()))
-        .exec(&*tx)
-        .await?
-        .rows_affected;
-    if claimed != batch.len() as u64 {
-        return Err(RunError::Stale);
+        .value(payout::Column::InitiatedAt, now)
+        .value(payout::Column::UpdatedAt, now)
+        .cond_where(
+            Condition::all()
+                .add(payout::Column::Id.is_in(ids))
+                .add(payout::Column::Status.eq(PayoutStatus::Pending))
+                .add(unclaimed(db.backend())),
+        )
+        .returning(Query::returning().columns([
+            payout::Column::Id,
+            payout::Column::ClientWithdrawalId,
+            payout::Column::AmountUsdCents,
+            payout::Column::FeeUsdCents,
+            payout::Column::Network,
+            payout::Column::WalletAddress,
+        ]));
+    let mut requests = Vec::new();
+    for row in tx.query_all(&update).await? {
+        let client_id: Option<String> = row.try_get("", "client_withdrawal_id")?;
+        requests.push((
+            row.try_get::<String>("", "id")?,
+            WithdrawalRequest {
+                client_id: client_id.ok_or(RunError::Stale)?,
+                amount: Cents(row.try_get("", "amount_usd_cents")?),
+                fee: Cents(row.try_get("", "fee_usd_cents")?),
+                network: row.try_get::<Network>("", "network")?,
+                address: row.try_get("", "wallet_address")?,
+            },
+        ));
     }
     tx.commit().await?;
-    Ok(batch
-        .into_iter()
-        .map(
-            |(id, attempt, amount, fee, network, address)| WithdrawalRequest {
-                client_id: format!("{id}-{attempt}"),
-                amount: Cents(amount),
-                fee: Cents(fee),
-                network,
-                address,
-            },
-        )
-        .collect())
+    requests.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Claim {
+        requests: requests.into_iter().map(|(_, r)| r).collect(),
+        exhausted,
+    })
 }
 
 /// At shutdown: payouts whose withdrawals were committed but never left this instance (they

@@ -9,9 +9,8 @@ use tracing::Instrument as _;
 
 use super::RunActor;
 use crate::{
-    exchange::WithdrawalRequest,
     run::{messages::RunError, window},
-    telemetry::{Handling, Observed},
+    telemetry::{CountedSend, Handling, Observed},
 };
 
 impl RunActor {
@@ -52,11 +51,7 @@ impl RunActor {
             async move {
                 let result = window::claim_window(&deps.db, &deps.lease, &run, room).await;
                 // Delivered to a restarted actor too: committed ids are sent, not lost.
-                addr.do_send(Claimed {
-                    claim,
-                    room,
-                    result,
-                });
+                addr.counted_do_send(Claimed { claim, result });
             }
             .instrument(self.span())
             .in_runtime(),
@@ -81,9 +76,7 @@ impl RunActor {
 #[rtype(result = "()")]
 pub(super) struct Claimed {
     claim: u64,
-    /// How many it was asked for.
-    room: usize,
-    result: Result<Vec<WithdrawalRequest>, RunError>,
+    result: Result<window::Claim, RunError>,
 }
 
 impl Handler<Claimed> for RunActor {
@@ -95,8 +88,8 @@ impl Handler<Claimed> for RunActor {
         match msg.result {
             // Committed after the actor was told to start nothing more (shutdown): handed
             // back, never sent, before the claim counts as done (`Quiesce` waits for it).
-            Ok(requests) if self.paused && !requests.is_empty() => {
-                let ids: Vec<String> = requests.into_iter().map(|r| r.client_id).collect();
+            Ok(claim) if self.paused && !claim.requests.is_empty() => {
+                let ids: Vec<String> = claim.requests.into_iter().map(|r| r.client_id).collect();
                 let deps = self.deps.clone();
                 ctx.wait(
                     async move { window::hand_back(&deps.db, &deps.lease, &ids).await }
@@ -113,13 +106,13 @@ impl Handler<Claimed> for RunActor {
             }
             // Sent, unless this actor no longer works the run: then whoever works it next finds
             // them committed and never sent, looks them up and sends them.
-            Ok(requests) => {
+            Ok(claim) => {
                 self.claim_done(current);
-                if current && requests.len() < msg.room {
+                if current && claim.exhausted {
                     self.exhausted = true;
                 }
-                if !requests.is_empty() {
-                    self.submit(ctx, requests, false);
+                if !claim.requests.is_empty() {
+                    self.submit(ctx, claim.requests, false);
                     // Answers may have made room meanwhile.
                     self.after_change(ctx);
                 }
