@@ -55,10 +55,9 @@ pub struct RunActor {
     watching: HashSet<String>,
     /// A look-up at the exchange is under way (beside the run's steps, never blocking them).
     looking_up: bool,
-    /// The claim of the next window under way (beside the run's steps), by number.
-    claiming: Option<u64>,
-    /// Claims started, to tell their answers apart.
-    claims: u64,
+    /// A claim of the next window is under way (beside the run's steps); it stays so across a
+    /// restart until its answer comes.
+    claiming: bool,
     /// Told when the claim under way is over.
     claim_over: Arc<tokio::sync::Notify>,
     /// The last claim found fewer payouts than it had room for: none is left to claim until
@@ -93,8 +92,7 @@ impl RunActor {
             watch: VecDeque::new(),
             watching: HashSet::new(),
             looking_up: false,
-            claiming: None,
-            claims: 0,
+            claiming: false,
             claim_over: Default::default(),
             exhausted: false,
             unreachable_since: None,
@@ -585,7 +583,6 @@ impl Handler<Quiesce> for RunActor {
         // Created now, so it is told even if the claim ends before it is first polled.
         let waiting = self
             .claiming
-            .is_some()
             .then(|| self.claim_over.clone().notified_owned());
         Box::pin(
             async move {

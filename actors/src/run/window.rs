@@ -80,7 +80,6 @@ pub async fn claim_window(
                 .add(unclaimed(db.backend())),
         )
         .returning(Query::returning().columns([
-            payout::Column::Id,
             payout::Column::ClientWithdrawalId,
             payout::Column::AmountUsdCents,
             payout::Column::FeeUsdCents,
@@ -90,21 +89,19 @@ pub async fn claim_window(
     let mut requests = Vec::new();
     for row in tx.query_all(&update).await? {
         let client_id: Option<String> = row.try_get("", "client_withdrawal_id")?;
-        requests.push((
-            row.try_get::<String>("", "id")?,
-            WithdrawalRequest {
-                client_id: client_id.ok_or(RunError::Stale)?,
-                amount: Cents(row.try_get("", "amount_usd_cents")?),
-                fee: Cents(row.try_get("", "fee_usd_cents")?),
-                network: row.try_get::<Network>("", "network")?,
-                address: row.try_get("", "wallet_address")?,
-            },
-        ));
+        requests.push(WithdrawalRequest {
+            client_id: client_id.ok_or(RunError::Stale)?,
+            amount: Cents(row.try_get("", "amount_usd_cents")?),
+            fee: Cents(row.try_get("", "fee_usd_cents")?),
+            network: row.try_get::<Network>("", "network")?,
+            address: row.try_get("", "wallet_address")?,
+        });
     }
     tx.commit().await?;
-    requests.sort_by(|a, b| a.0.cmp(&b.0));
+    // In payout id order, as the window was read (a client id begins with its payout's id).
+    requests.sort_by(|a, b| a.client_id.cmp(&b.client_id));
     Ok(Claim {
-        requests: requests.into_iter().map(|(_, r)| r).collect(),
+        requests,
         exhausted,
     })
 }

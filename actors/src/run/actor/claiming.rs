@@ -17,15 +17,15 @@ impl RunActor {
     /// Commits client ids for as many payouts as the window has room for, then sends them.
     ///
     /// On PostgreSQL the claim runs beside the run's steps, one claim at a time, as a task of
-    /// its own, so its transaction goes on while a step waits on the database; its answer comes back as a
-    /// message ([`Claimed`]), handled between steps. It changes nothing a step reads or
-    /// writes: only PENDING payouts without a client id, which no answer or look-up concerns,
-    /// and no counter of the run or its job. Whatever else ends such a payout locks it first
-    /// (a cancel, a failed job), so either the claim finds it ended and fails as stale (the
-    /// actor reloads), or the other finds it claimed. It is fenced by the lease in its own
-    /// transaction, so a takeover waits for it and then sees its ids.
+    /// its own, so its transaction goes on while a step waits on the database; its answer
+    /// comes back as a message ([`Claimed`]), handled between steps, also by an actor restarted
+    /// meanwhile. It changes nothing a step reads or writes: only PENDING payouts without a
+    /// client id, which no answer or look-up concerns, and no counter of the run or its job.
+    /// Whatever else ends such a payout locks it first (a cancel, a failed job), so either the
+    /// claim finds it ended and leaves it, or the other finds it claimed. It is fenced by the
+    /// lease in its own transaction, so a takeover waits for it and then sees its ids.
     pub(super) fn fill_window(&mut self, ctx: &mut Context<Self>) {
-        if self.claiming.is_some() || self.exhausted || self.paused || !self.owns {
+        if self.claiming || self.exhausted || self.paused || !self.owns {
             return;
         }
         let Some(run) = self.snapshot.as_ref().map(|s| s.run.clone()) else {
@@ -42,16 +42,14 @@ impl RunActor {
         if room == 0 {
             return;
         }
-        self.claims += 1;
-        let claim = self.claims;
-        self.claiming = Some(claim);
+        self.claiming = true;
         let deps = self.deps.clone();
         let addr = ctx.address();
         let task = actix::spawn(
             async move {
                 let result = window::claim_window(&deps.db, &deps.lease, &run, room).await;
                 // Delivered to a restarted actor too: committed ids are sent, not lost.
-                addr.counted_do_send(Claimed { claim, result });
+                addr.counted_do_send(Claimed { result });
             }
             .instrument(self.span())
             .in_runtime(),
@@ -75,7 +73,6 @@ impl RunActor {
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(super) struct Claimed {
-    claim: u64,
     result: Result<window::Claim, RunError>,
 }
 
@@ -84,7 +81,6 @@ impl Handler<Claimed> for RunActor {
 
     fn handle(&mut self, msg: Claimed, ctx: &mut Context<Self>) {
         let _handling = Handling::new(Self::KIND, "Claimed");
-        let current = self.claiming == Some(msg.claim);
         match msg.result {
             // Committed after the actor was told to start nothing more (shutdown): handed
             // back, never sent, before the claim counts as done (`Quiesce` waits for it).
@@ -100,41 +96,33 @@ impl Handler<Claimed> for RunActor {
                             if let Err(err) = handed {
                                 tracing::warn!(run_id = %act.run_id, error = %err, "a claim made at shutdown was not handed back; it is looked up after the restart");
                             }
-                            act.claim_done(current);
+                            act.claim_done();
                         }),
                 );
             }
             // Sent, unless this actor no longer works the run: then whoever works it next finds
             // them committed and never sent, looks them up and sends them.
             Ok(claim) => {
-                self.claim_done(current);
-                if current && claim.exhausted {
-                    self.exhausted = true;
-                }
+                self.claim_done();
+                self.exhausted = claim.exhausted;
                 if !claim.requests.is_empty() {
                     self.submit(ctx, claim.requests, false);
                     // Answers may have made room meanwhile.
                     self.after_change(ctx);
                 }
             }
-            // A claim of before a restart failing says nothing about the actor as it is now.
-            Err(err) if current => {
-                self.claim_done(current);
-                self.fail(ctx, err);
-            }
             Err(err) => {
-                tracing::debug!(run_id = %self.run_id, error = %err, "an earlier claim failed")
+                self.claim_done();
+                self.fail(ctx, err);
             }
         }
     }
 }
 
 impl RunActor {
-    /// The claim under way is over (if `current`): the next may start, and `Quiesce` answers.
-    fn claim_done(&mut self, current: bool) {
-        if current {
-            self.claiming = None;
-            self.claim_over.notify_waiters();
-        }
+    /// The claim under way is over: the next may start, and `Quiesce` answers.
+    fn claim_done(&mut self) {
+        self.claiming = false;
+        self.claim_over.notify_waiters();
     }
 }
