@@ -174,41 +174,54 @@ where
     .collect()
 }
 
-/// The next window is read from an index of the run's unsent payouts, in id order: on SQLite the
-/// run's (run, status, id) index, never the unique index of client ids searched for NULL,
-/// which holds every unsent payout and made each window's claim read and sort all of them
-/// (execution grew with the square of the run); on PostgreSQL the index of PENDING payouts,
-/// never the primary key walked past every payout claimed before.
+/// The next window is read through an index of the run's payouts in id order, onward from the
+/// last id the claim before read: on SQLite the run's (run, status, id) index, never the unique
+/// index of client ids searched for NULL, which holds every unsent payout and made each
+/// window's claim read and sort all of them (execution grew with the square of the run); on
+/// PostgreSQL the run's index in byte order of ids, never the primary key walked past other
+/// runs' payouts, and never a sort.
 #[actix_web::test]
 async fn the_next_window_is_read_through_the_index_of_unsent_payouts() {
     let app = spawn_app_with(|_| {}).await;
     let db = app.db().await;
-    let lines = plan_of(
-        &db.conn,
-        payroll_actors::run::window::unclaimed_page(db.backend(), "run_x", 64),
-    )
-    .await;
-    if db.backend() == sea_orm::DatabaseBackend::Sqlite {
-        assert_eq!(
-            lines,
-            vec![
-                "SEARCH payouts USING INDEX idx_payouts_run_status (payroll_run_id=? AND status=?)"
-            ],
-            "{lines:?}"
-        );
-    } else {
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.contains("Index Scan using idx_payouts_pending")),
-            "{lines:#?}"
-        );
-        assert!(!lines.iter().any(|l| l.contains("Sort")), "{lines:#?}");
+    for from in [None, Some("po_x")] {
+        let lines = plan_of(
+            &db.conn,
+            payroll_actors::run::window::unclaimed_page(db.backend(), "run_x", from, 64),
+        )
+        .await;
+        if db.backend() == sea_orm::DatabaseBackend::Sqlite {
+            let search = match from {
+                None => {
+                    "SEARCH payouts USING INDEX idx_payouts_run_status (payroll_run_id=? AND status=?)"
+                }
+                Some(_) => {
+                    "SEARCH payouts USING INDEX idx_payouts_run_status (payroll_run_id=? AND status=? AND id>?)"
+                }
+            };
+            assert_eq!(lines, vec![search], "{lines:?}");
+        } else {
+            assert!(
+                lines
+                    .iter()
+                    .any(|l| l.contains("Index Scan using idx_payouts_window")),
+                "{lines:#?}"
+            );
+            if from.is_some() {
+                assert!(
+                    lines
+                        .iter()
+                        .any(|l| l.contains("Index Cond") && l.contains("(id)::text > 'po_x'")),
+                    "the window does not start at the last id read: {lines:#?}"
+                );
+            }
+            assert!(!lines.iter().any(|l| l.contains("Sort")), "{lines:#?}");
+        }
     }
 }
 
-/// On PostgreSQL the writes a run makes per payout that change no status (the claim, the send
-/// stamp) and a hold's release touch no indexed column, so each is a heap-only update: no
+/// On PostgreSQL every write a run makes per payout (the claim, the send stamp, each change of
+/// status) and a hold's release touch no indexed column, so each is a heap-only update: no
 /// index of payouts or holds names one of the columns they write, in its keys or its predicate.
 #[actix_web::test]
 async fn claims_stamps_and_releases_write_no_indexed_column() {
@@ -227,6 +240,13 @@ async fn claims_stamps_and_releases_write_no_indexed_column() {
                 "updated_at",
                 "send_count",
                 "last_sent_at",
+                "status",
+                "cex_withdrawal_id",
+                "on_chain_tx_hash",
+                "block_explorer_url",
+                "completed_at",
+                "failed_reason",
+                "stuck_since",
             ][..],
         ),
         ("exchange_holds", &["released_at", "release_reason"][..]),

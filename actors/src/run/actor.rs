@@ -60,10 +60,15 @@ pub struct RunActor {
     claiming: bool,
     /// Told when the claim under way is over.
     claim_over: Arc<tokio::sync::Notify>,
-    /// The last claim found fewer payouts than it had room for: none is left to claim until
-    /// something gives the run new ones (a command, a reload), so none is looked for before
-    /// then, or before the next tick.
-    exhausted: bool,
+    /// Since when none is left to claim: the last claim read the run from its start and found
+    /// fewer payouts than it had room for. None is looked for until something gives the run
+    /// new ones: a command, a reload (also when another instance changed the run, which the
+    /// heartbeat watches for meanwhile), or [`RESCAN_EVERY`] passing.
+    exhausted: Option<Instant>,
+    /// The last payout id the last claim read: the next claim reads onward from it, and from
+    /// the run's start once a claim comes back short (`window::Claim::run_exhausted`).
+    /// Forgotten on whatever may give the run payouts to claim before it (a command, a reload).
+    claim_from: Option<String>,
     /// Since when the exchange has given no clear answer to this run's sends and look-ups.
     unreachable_since: Option<Instant>,
     last_used: Instant,
@@ -80,6 +85,11 @@ pub struct RunActor {
     retired: bool,
 }
 
+/// How long a paying run with nothing left to claim goes before its payouts are read again
+/// from the start all the same (what gives a run payouts to claim also reloads it, or changes
+/// its version, which the heartbeat watches).
+const RESCAN_EVERY: Duration = Duration::from_secs(60);
+
 impl RunActor {
     pub fn new(run_id: String, deps: Arc<RunDeps>, manager: Recipient<Retire>) -> RunActor {
         let now = Instant::now();
@@ -94,7 +104,8 @@ impl RunActor {
             looking_up: false,
             claiming: false,
             claim_over: Default::default(),
-            exhausted: false,
+            exhausted: None,
+            claim_from: None,
             unreachable_since: None,
             last_used: now,
             last_funds_watch: now,
@@ -146,7 +157,8 @@ impl RunActor {
             .map(|result, act, ctx| match result {
                 Ok((snapshot, owns, unsettled)) => {
                     act.snapshot = Some(snapshot);
-                    act.exhausted = false;
+                    act.exhausted = None;
+                    act.claim_from = None;
                     act.owns = owns;
                     act.last_heartbeat = Instant::now();
                     // Outcomes unknown after a restart or a takeover: ask the exchange before
@@ -242,8 +254,9 @@ impl RunActor {
         );
     }
 
-    /// Every tick of a run with work of its own: the holder of a CONFIRMED run checks that
-    /// nobody else changed it (another instance may carry out a client's command on it), and
+    /// Every tick of a run with work of its own: the holder of a CONFIRMED run, or of a paying
+    /// run with nothing left to claim, checks that nobody else changed it (another instance
+    /// may carry out a client's command on it, a retry), and
     /// every holder checks it still holds its lease
     /// three times per lease; any other instance tries to take the lease. Taking a run over,
     /// or finding it changed, reloads it; a run without work of its own gives its lease up.
@@ -266,10 +279,13 @@ impl RunActor {
             self.last_heartbeat = now;
         }
         let owned = self.owns;
-        // A CONFIRMED run's holder may write nothing for a while (until its funds watch), so it
-        // looks for changes made elsewhere; a paying run's next write finds them (a stale
-        // version fails, and the actor reloads).
-        let watch_version = self.owns && snapshot.run.status == RunStatus::Confirmed;
+        // A CONFIRMED run's holder may write nothing for a while (until its funds watch), and
+        // so may a paying run's with nothing left to claim, so each looks for changes made
+        // elsewhere (a retry there gives the run payouts to claim); a paying run's next write
+        // finds them otherwise (a stale version fails, and the actor reloads).
+        let watch_version = self.owns
+            && (snapshot.run.status == RunStatus::Confirmed
+                || (snapshot.run.status == RunStatus::PayingOut && self.exhausted.is_some()));
         if owned && working && !check && !watch_version {
             return;
         }
@@ -333,7 +349,13 @@ impl RunActor {
         }
         match self.status() {
             Some(RunStatus::PayingOut) => {
-                self.exhausted = false;
+                if self
+                    .exhausted
+                    .is_some_and(|since| now.duration_since(since) >= RESCAN_EVERY)
+                {
+                    self.exhausted = None;
+                    self.claim_from = None;
+                }
                 self.look_up_due(ctx, now);
                 self.after_change(ctx);
                 if now.duration_since(self.last_stuck_check) >= Duration::from_secs(60) {
@@ -450,7 +472,8 @@ impl Supervised for RunActor {
         // task of its own and still answers (`Claimed`, to this address): it stays the claim
         // under way, so no second one starts beside it and `Quiesce` waits for it.
         self.looking_up = false;
-        self.exhausted = false;
+        self.exhausted = None;
+        self.claim_from = None;
     }
 }
 
@@ -506,7 +529,8 @@ impl Handler<RunRequest> for RunActor {
                         Ok((done, recorded, took)) => {
                             act.snapshot = Some(done.snapshot);
                             // A command may give the run payouts to claim (a retry).
-                            act.exhausted = false;
+                            act.exhausted = None;
+                            act.claim_from = None;
                             if took {
                                 // Reload as the holder: whatever another instance left
                                 // unsettled is looked up before anything is sent.

@@ -22,12 +22,27 @@ use crate::exchange::{WithdrawalRequest, payouts_of_client_ids};
 pub struct Claim {
     /// The withdrawals to send, under the client ids just committed.
     pub requests: Vec<WithdrawalRequest>,
-    /// The run had fewer unclaimed payouts than were asked for: none is left to claim.
+    /// The run had fewer unclaimed payouts after `from` than were asked for.
     pub exhausted: bool,
+    /// The id the claim read onward from (`None`: the run's start).
+    pub from: Option<String>,
+    /// The last payout id the claim read: where the next one reads onward from.
+    pub last_read: Option<String>,
 }
 
-/// Commits client withdrawal ids for up to `limit` payouts not yet handed over, and returns
-/// the withdrawals to send. Nothing is sent for a payout whose id is not committed.
+impl Claim {
+    /// None is left to claim: the claim read the whole run, from its start, and came back
+    /// short. (Read onward from an id, a short claim says nothing of the payouts before it,
+    /// which a retry or a hand-back may have made claimable again.)
+    pub fn run_exhausted(&self) -> bool {
+        self.exhausted && self.from.is_none()
+    }
+}
+
+/// Commits client withdrawal ids for up to `limit` payouts not yet handed over, read onward
+/// from the payout id `from` (the last one the previous claim read; `None`: from the run's
+/// start), and returns the withdrawals to send. Nothing is sent for a payout whose id is not
+/// committed.
 ///
 /// The withdrawals are built from the rows as the update wrote them (`RETURNING`), so a payout
 /// that something else changed between the read of the window and its claim (cancelled, or
@@ -39,26 +54,33 @@ pub async fn claim_window(
     lease_settings: &LeaseSettings,
     run: &payroll_run::Model,
     limit: usize,
+    from: Option<String>,
 ) -> Result<Claim, RunError> {
     if limit == 0 || run.status != RunStatus::PayingOut {
-        return Ok(Claim::default());
+        return Ok(Claim {
+            from,
+            ..Claim::default()
+        });
     }
     let tx = db.begin_write().await?;
     // Fenced by the lease: an instance that lost it commits no withdrawal.
     if !lease::holds(&*tx, lease_settings, &run.id).await? {
         return Err(RunError::Stale);
     }
-    let ids: Vec<String> = unclaimed_page(db.backend(), &run.id, limit as u64)
+    let ids: Vec<String> = unclaimed_page(db.backend(), &run.id, from.as_deref(), limit as u64)
         .select_only()
         .column(payout::Column::Id)
         .into_tuple()
         .all(&*tx)
         .await?;
     let exhausted = ids.len() < limit;
+    let last_read = ids.last().cloned();
     if ids.is_empty() {
         return Ok(Claim {
             requests: Vec::new(),
             exhausted,
+            from,
+            last_read,
         });
     }
     let now = time::now();
@@ -103,6 +125,8 @@ pub async fn claim_window(
     Ok(Claim {
         requests,
         exhausted,
+        from,
+        last_read,
     })
 }
 
@@ -155,31 +179,37 @@ fn unclaimed(backend: sea_orm::DatabaseBackend) -> sea_orm::sea_query::SimpleExp
     }
 }
 
-/// The first `limit` PENDING payouts of a run that have no client id yet, by id (on
-/// PostgreSQL in byte order, `COLLATE "C"`): the next window to claim. Read through the run's
-/// PENDING payouts in id order, past those claimed and not yet answered (at most the
-/// withdrawals in flight, and those whose answer was unclear until they are looked up).
+/// The first `limit` PENDING payouts of a run that have no client id yet and whose id comes
+/// after `from` (all of them when `None`), by id: the next window to claim. On PostgreSQL read
+/// through the run's payouts in byte order of their ids (`idx_payouts_window`, `COLLATE "C"`,
+/// the one index in that order, so no plan walks another), passing over those claimed since
+/// `from` and not yet answered; no index there names the status, so that a payout's change of
+/// status is a heap-only update. On SQLite through the run's PENDING payouts.
 pub fn unclaimed_page(
     backend: sea_orm::DatabaseBackend,
     run_id: &str,
+    from: Option<&str>,
     limit: u64,
 ) -> sea_orm::Select<payout::Entity> {
-    let find = payout::Entity::find().filter(payout::Column::PayrollRunId.eq(run_id));
+    let find = payout::Entity::find()
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
+        .filter(unclaimed(backend));
     match backend {
-        // The predicate of the index of PENDING payouts (`idx_payouts_pending`) written out,
-        // not bound, so the planner matches it in every plan, generic ones too; and its
-        // order, which no other index gives (see the migrations that made it).
-        sea_orm::DatabaseBackend::Postgres => find
-            .filter(Expr::cust(format!(
-                "status = '{}'",
-                PayoutStatus::Pending.as_str()
-            )))
-            .filter(unclaimed(backend))
-            .order_by(Expr::cust(r#"id COLLATE "C""#), sea_orm::Order::Asc),
-        _ => find
-            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-            .filter(unclaimed(backend))
-            .order_by_asc(payout::Column::Id),
+        sea_orm::DatabaseBackend::Postgres => {
+            let find = match from {
+                Some(from) => find.filter(Expr::cust(r#"id COLLATE "C""#).gt(from)),
+                None => find,
+            };
+            find.order_by(Expr::cust(r#"id COLLATE "C""#), sea_orm::Order::Asc)
+        }
+        _ => {
+            let find = match from {
+                Some(from) => find.filter(payout::Column::Id.gt(from)),
+                None => find,
+            };
+            find.order_by_asc(payout::Column::Id)
+        }
     }
     .limit(limit)
 }

@@ -15,6 +15,10 @@ use crate::{
 
 impl RunActor {
     /// Commits client ids for as many payouts as the window has room for, then sends them.
+    /// Each claim reads the run onward from the last payout id the one before read
+    /// (`claim_from`), so a run's execution reads each payout about once; at the run's end it
+    /// reads again from the start, and only a claim that read the whole run and came back short
+    /// stops the claims (`exhausted`).
     ///
     /// On PostgreSQL the claim runs beside the run's steps, one claim at a time, as a task of
     /// its own, so its transaction goes on while a step waits on the database; its answer
@@ -25,7 +29,7 @@ impl RunActor {
     /// claim finds it ended and leaves it, or the other finds it claimed. It is fenced by the
     /// lease in its own transaction, so a takeover waits for it and then sees its ids.
     pub(super) fn fill_window(&mut self, ctx: &mut Context<Self>) {
-        if self.claiming || self.exhausted || self.paused || !self.owns {
+        if self.claiming || self.exhausted.is_some() || self.paused || !self.owns {
             return;
         }
         let Some(run) = self.snapshot.as_ref().map(|s| s.run.clone()) else {
@@ -43,11 +47,12 @@ impl RunActor {
             return;
         }
         self.claiming = true;
+        let from = self.claim_from.clone();
         let deps = self.deps.clone();
         let addr = ctx.address();
         let task = actix::spawn(
             async move {
-                let result = window::claim_window(&deps.db, &deps.lease, &run, room).await;
+                let result = window::claim_window(&deps.db, &deps.lease, &run, room, from).await;
                 // Delivered to a restarted actor too: committed ids are sent, not lost.
                 addr.counted_do_send(Claimed { result });
             }
@@ -104,12 +109,21 @@ impl Handler<Claimed> for RunActor {
             // them committed and never sent, looks them up and sends them.
             Ok(claim) => {
                 self.claim_done();
-                self.exhausted = claim.exhausted;
+                let wrapped = claim.exhausted && !claim.run_exhausted();
+                if claim.run_exhausted() {
+                    self.exhausted = Some(std::time::Instant::now());
+                } else if wrapped {
+                    // The run's end: read it again from its start, for payouts given back
+                    // behind the last claim (a retry, a hand-back).
+                    self.claim_from = None;
+                } else {
+                    self.claim_from = claim.last_read;
+                }
                 if !claim.requests.is_empty() {
                     self.submit(ctx, claim.requests, false);
-                    // Answers may have made room meanwhile.
-                    self.after_change(ctx);
                 }
+                // Answers may have made room meanwhile; read on unless the run has none left.
+                self.after_change(ctx);
             }
             Err(err) => {
                 self.claim_done();
