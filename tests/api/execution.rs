@@ -706,6 +706,22 @@ async fn the_sandbox_answers_a_client_id_the_same_way_every_time() {
         balance.data()["exchange"]["available_usd_cents"],
         10_000 - 500
     );
+    // A known client id beside a new one that needs all that is left: the known one takes
+    // nothing again, so the new one is accepted (taken as new, the known one would have left
+    // too little), and nothing of that first reading stays.
+    let mut all_left = request("pay_c-1");
+    all_left.amount = payroll_entities::Cents(10_000 - 500);
+    let mixed = provider.withdraw(&[request("pay_b-1"), all_left]).await;
+    assert_eq!(mixed[0], twice[0]);
+    assert!(
+        matches!(mixed[1], WithdrawalOutcome::Accepted { .. }),
+        "{mixed:?}"
+    );
+    let rows = withdrawals(&app).await;
+    assert_eq!(rows.iter().filter(|w| w.client_id == "pay_b-1").count(), 1);
+    assert_eq!(rows.iter().filter(|w| w.client_id == "pay_c-1").count(), 1);
+    let balance = app.get("/api/v1/treasury/balance").await;
+    assert_eq!(balance.data()["exchange"]["available_usd_cents"], 0);
 }
 
 #[actix_web::test]

@@ -193,7 +193,7 @@ async fn apply_changes(
                 p.stuck_since = Some(now);
                 events.push(payout_event("payout.stuck", &p));
                 stuck.push((p.id.clone(), why, p.send_count, client_id.clone()));
-                changed.push(p);
+                changed.push((p, store::Settled::Stuck));
                 continue;
             }
         }
@@ -217,7 +217,12 @@ async fn apply_changes(
             before,
             p.status,
         );
-        changed.push(p);
+        let written = match p.status {
+            PayoutStatus::Processing => store::Settled::Accepted,
+            PayoutStatus::Completed => store::Settled::Completed,
+            _ => store::Settled::Failed,
+        };
+        changed.push((p, written));
     }
     store::save_settled(&*tx, &changed).await?;
     for why in [
@@ -340,7 +345,11 @@ pub async fn record_results(
 /// What the exchange knows of these client ids (its history, batched where it allows).
 pub async fn look_up(deps: &RunDeps, client_ids: Vec<String>) -> Result<Looked, RunError> {
     let asked_at = time::now();
-    let sent_since = store::first_sent(&deps.db, &client_ids).await?;
+    let sent_since = if deps.exchange_settings.lookups_read_history() {
+        store::first_sent(&deps.db, &client_ids).await?
+    } else {
+        None
+    };
     let statuses = deps
         .exchange
         .counted_send(Lookup {

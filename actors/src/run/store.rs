@@ -129,42 +129,108 @@ pub async fn save_payouts<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Writes what the exchange's word changes on payouts (status, exchange ids, completion,
-/// failure, stuck mark, update time), one `UPDATE … FROM (VALUES …)` for them all rather
-/// than an upsert of every column: settling never changes who is paid, how much or where.
-pub async fn save_settled<C: ConnectionTrait>(
-    conn: &C,
-    payouts: &[payout::Model],
-) -> Result<(), RunError> {
-    use payout::Column as C;
-    use sea_orm::Value;
-    let columns = [
-        C::Status,
-        C::CexWithdrawalId,
-        C::OnChainTxHash,
-        C::BlockExplorerUrl,
-        C::CompletedAt,
-        C::FailedReason,
-        C::StuckSince,
-        C::UpdatedAt,
+/// What a settlement wrote to a payout, and so the columns it changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settled {
+    /// PROCESSING: the exchange took the withdrawal.
+    Accepted,
+    /// COMPLETED, with where to see it on chain.
+    Completed,
+    /// FAILED, with the reason.
+    Failed,
+    /// Marked stuck, status unchanged.
+    Stuck,
+}
+
+impl Settled {
+    const ALL: [Settled; 4] = [
+        Settled::Accepted,
+        Settled::Completed,
+        Settled::Failed,
+        Settled::Stuck,
     ];
-    let rows = payouts
-        .iter()
-        .map(|p| {
-            vec![
-                Value::from(p.id.clone()),
-                Value::from(p.status.as_str()),
-                Value::from(p.cex_withdrawal_id.clone()),
+
+    /// The columns this change writes, besides the id.
+    fn columns(self) -> &'static [payout::Column] {
+        use payout::Column as C;
+        match self {
+            Settled::Accepted => &[C::Status, C::CexWithdrawalId, C::StuckSince, C::UpdatedAt],
+            Settled::Completed => &[
+                C::Status,
+                C::CexWithdrawalId,
+                C::OnChainTxHash,
+                C::BlockExplorerUrl,
+                C::CompletedAt,
+                C::StuckSince,
+                C::UpdatedAt,
+            ],
+            Settled::Failed => &[
+                C::Status,
+                C::CexWithdrawalId,
+                C::FailedReason,
+                C::StuckSince,
+                C::UpdatedAt,
+            ],
+            Settled::Stuck => &[C::StuckSince, C::UpdatedAt],
+        }
+    }
+
+    /// The payout's id and the values of [`Settled::columns`], in that order.
+    fn row(self, p: &payout::Model) -> Vec<sea_orm::Value> {
+        use sea_orm::Value;
+        let id = Value::from(p.id.clone());
+        let status = Value::from(p.status.as_str());
+        let cex_id = Value::from(p.cex_withdrawal_id.clone());
+        let stuck = Value::from(p.stuck_since);
+        let updated = Value::from(p.updated_at);
+        match self {
+            Settled::Accepted => vec![id, status, cex_id, stuck, updated],
+            Settled::Completed => vec![
+                id,
+                status,
+                cex_id,
                 Value::from(p.on_chain_tx_hash.clone()),
                 Value::from(p.block_explorer_url.clone()),
                 Value::from(p.completed_at),
+                stuck,
+                updated,
+            ],
+            Settled::Failed => vec![
+                id,
+                status,
+                cex_id,
                 Value::from(p.failed_reason.clone()),
-                Value::from(p.stuck_since),
-                Value::from(p.updated_at),
-            ]
-        })
-        .collect();
-    bulk::update_from_values::<payout::Entity, _>(conn, C::Id, &columns, rows).await?;
+                stuck,
+                updated,
+            ],
+            Settled::Stuck => vec![id, stuck, updated],
+        }
+    }
+}
+
+/// Writes what the exchange's word changes on payouts, one `UPDATE … FROM (VALUES …)` per kind
+/// of change (or a few, for many), each binding only the columns that change writes, rather
+/// than an upsert of every column: settling never changes who is paid, how much or where.
+pub async fn save_settled<C: ConnectionTrait>(
+    conn: &C,
+    payouts: &[(payout::Model, Settled)],
+) -> Result<(), RunError> {
+    for kind in Settled::ALL {
+        let rows: Vec<Vec<sea_orm::Value>> = payouts
+            .iter()
+            .filter(|(_, k)| *k == kind)
+            .map(|(p, _)| kind.row(p))
+            .collect();
+        if !rows.is_empty() {
+            bulk::update_from_values::<payout::Entity, _>(
+                conn,
+                payout::Column::Id,
+                kind.columns(),
+                rows,
+            )
+            .await?;
+        }
+    }
     Ok(())
 }
 
