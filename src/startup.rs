@@ -247,16 +247,15 @@ impl Application {
             // Keys revoked or rotated and runs changed on any instance are heard here as the
             // change commits.
             let pool = state.db.conn.get_postgres_connection_pool().clone();
-            // Dropped inside their runtime: a task torn down mid-query holds a connection.
+            // Dropped inside its runtime: a task torn down mid-query holds a connection.
             actix_web::rt::spawn(
                 crate::http::announcements::listen(
-                    pool.clone(),
+                    pool,
                     state.verified_keys.clone(),
                     changes.clone(),
                 )
                 .in_runtime(),
             );
-            actix_web::rt::spawn(changes.send_barriers(pool).in_runtime());
         }
         if state.db.backend() == sea_orm::DatabaseBackend::Sqlite {
             actix_web::rt::spawn(checkpoint_log(state.db.clone()).in_runtime());

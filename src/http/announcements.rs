@@ -7,10 +7,13 @@
 //!   announced by a trigger in the writing transaction (migration `m20261125_000001`). PostgreSQL queues announcements in
 //!   commit order and delivers them in that order.
 //! - this instance's own read barrier: a read that wants to serve a run view kept here first
-//!   announces a token on a channel only this instance listens to, and waits to hear it back.
-//!   Everything committed before the token was announced was announced before it, so once the
-//!   token is heard every change acknowledged before the read began has been counted
-//!   ([`RunChanges::generation`]). Reads waiting at once share one token.
+//!   has a token announced on a channel only this instance listens to, and waits to hear it
+//!   back. Everything committed before the token was announced was announced before it, so
+//!   once the token is heard every change acknowledged before the read began has been counted
+//!   ([`RunChanges::generation`]). Reads waiting at once share one token. The token is
+//!   announced on the listening connection itself, which hears its own announcement as its
+//!   statement completes, after every announcement committed before it: one round trip to
+//!   one PostgreSQL process, with no other connection to wake in between.
 //!
 //! Whenever the channel is lost and opened again, whatever was said meanwhile may have been
 //! missed: every key is forgotten and every view retired.
@@ -50,7 +53,7 @@ pub struct RunChanges {
     tokens: Mutex<Tokens>,
     /// The last barrier token heard back.
     heard: watch::Sender<u64>,
-    /// Wakes the barrier sender.
+    /// Wakes the listener to announce a token.
     wanted: Notify,
 }
 
@@ -142,41 +145,44 @@ impl RunChanges {
         }
     }
 
-    /// Announces barrier tokens while reads want them, one at a time, for as long as the
-    /// process runs. The announcement is not made durable (nothing depends on it after a
-    /// crash), so it does not wait for the disk.
-    pub async fn send_barriers(self: Arc<Self>, pool: PgPool) {
-        loop {
-            let token = loop {
-                let notified = self.wanted.notified();
-                {
-                    let mut tokens = self.tokens();
-                    if tokens.wanted > tokens.issued {
-                        tokens.issued += 1;
-                        break tokens.issued;
-                    }
-                }
-                notified.await;
-            };
-            let sent = tokio::time::timeout(
-                BARRIER_TIMEOUT,
-                sqlx::query(
-                    "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)",
-                )
-                .bind(&self.channel)
-                .bind(token.to_string())
-                .execute(&pool),
-            )
-            .await
-            .map_err(|_| "no answer within a second".to_owned())
-            .and_then(|sent| sent.map_err(|err| err.to_string()));
-            if let Err(err) = sent {
-                // Reads waiting for it give up after a second and read the database.
-                tracing::warn!(error = %err, "a read barrier could not be announced");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
+    /// The next token to announce, if a read waits for one not yet taken.
+    fn take_token(&self) -> Option<u64> {
+        let mut tokens = self.tokens();
+        (tokens.wanted > tokens.issued).then(|| {
+            tokens.issued += 1;
+            tokens.issued
+        })
     }
+}
+
+/// Announces a barrier token on the listening connection. The announcement is not made
+/// durable (nothing depends on it after a crash), so it does not wait for the disk. No answer
+/// within the barrier's time and the channel is given up (a half-open connection says
+/// nothing); reads waiting for it read the database meanwhile.
+async fn announce(listener: &mut PgListener, channel: &str, token: u64) -> Result<(), String> {
+    tokio::time::timeout(
+        BARRIER_TIMEOUT,
+        sqlx::query("SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)")
+            .bind(channel)
+            .bind(token.to_string())
+            .execute(listener),
+    )
+    .await
+    .map_err(|_| "a read barrier was not announced within a second".to_owned())?
+    .map_err(|err| format!("a read barrier could not be announced: {err}"))?;
+    Ok(())
+}
+
+/// Names the listening connection after the run channel it listens on
+/// (`application_name` `payroll listener payroll_run_changes_…`), so that `pg_stat_activity`
+/// tells it and its schema apart, whatever statement it ran last.
+async fn name_connection(listener: &mut PgListener, run_channel: &str) -> Result<(), String> {
+    sqlx::query("SELECT set_config('application_name', $1, false)")
+        .bind(format!("payroll listener {run_channel}"))
+        .execute(listener)
+        .await
+        .map_err(|err| err.to_string())?;
+    Ok(())
 }
 
 /// Completes once a read has found the channel dead (its barrier not heard back in time).
@@ -206,13 +212,25 @@ pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>
                 .listen_all([KEY_CHANNEL, run_channel.as_str(), runs.channel.as_str()])
                 .await
                 .map_err(failed)?;
+            name_connection(&mut listener, &run_channel).await?;
             // Whatever changed before the channel was open is forgotten too.
             keys.forget_all();
             runs.opened();
             loop {
-                // A receive is cut short only when the channel is given up anyway.
+                // Told before the token is looked for, so a read that wants one meanwhile is not
+                // missed.
+                let wanted = runs.wanted.notified();
+                if let Some(token) = runs.take_token() {
+                    // Heard back with the statement's answer, and received below first.
+                    announce(&mut listener, &runs.channel, token).await?;
+                }
+                // What was heard is received first; a receive is cut short only by a read
+                // wanting a token (nothing is taken from the connection until a message is
+                // whole) or when the channel is given up anyway.
                 let note = tokio::select! {
+                    biased;
                     note = listener.try_recv() => note.map_err(failed)?,
+                    () = wanted => continue,
                     () = found_dead(&runs) => {
                         return Err("a read barrier was not heard back".to_owned());
                     }
@@ -224,6 +242,7 @@ pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>
                     // Lost and opened again (listening anew): what was said meanwhile is lost.
                     None => {
                         tracing::warn!("the announcement channel was lost and is open again");
+                        name_connection(&mut listener, &run_channel).await?;
                         keys.forget_all();
                         runs.opened();
                     }

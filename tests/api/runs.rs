@@ -711,10 +711,11 @@ async fn a_lost_announcement_channel_loses_no_change() {
         .await;
     let path = format!("/api/v1/payroll-runs/{run_id}");
     let db = app.db().await;
-    // This schema's listening connections (found by the run-change channel they listen on).
+    // This schema's listening connections (named after the run-change channel they listen
+    // on).
     let cut_listener = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-         WHERE pid <> pg_backend_pid() AND query LIKE \
-         '%payroll_run_changes_' || left(md5(current_schema()), 16) || '%'";
+         WHERE pid <> pg_backend_pid() AND application_name = \
+         'payroll listener payroll_run_changes_' || left(md5(current_schema()), 16)";
     for i in 0..10 {
         assert_eq!(app.get(&path).await.status, 200);
         // The listener may be between connections (it listens anew within seconds).
