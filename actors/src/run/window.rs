@@ -195,21 +195,15 @@ pub fn unclaimed_page(
         .filter(payout::Column::PayrollRunId.eq(run_id))
         .filter(payout::Column::Status.eq(PayoutStatus::Pending))
         .filter(unclaimed(backend));
-    match backend {
-        sea_orm::DatabaseBackend::Postgres => {
-            let find = match from {
-                Some(from) => find.filter(Expr::cust(r#"id COLLATE "C""#).gt(from)),
-                None => find,
-            };
-            find.order_by(Expr::cust(r#"id COLLATE "C""#), sea_orm::Order::Asc)
-        }
-        _ => {
-            let find = match from {
-                Some(from) => find.filter(payout::Column::Id.gt(from)),
-                None => find,
-            };
-            find.order_by_asc(payout::Column::Id)
-        }
-    }
-    .limit(limit)
+    // The order of the window, and of `from`: on PostgreSQL byte order, which only
+    // `idx_payouts_window` gives.
+    let key = match backend {
+        sea_orm::DatabaseBackend::Postgres => Expr::cust(r#"id COLLATE "C""#),
+        _ => Expr::col(payout::Column::Id),
+    };
+    let find = match from {
+        Some(from) => find.filter(key.clone().gt(from)),
+        None => find,
+    };
+    find.order_by(key, sea_orm::Order::Asc).limit(limit)
 }
