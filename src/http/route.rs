@@ -68,25 +68,29 @@ pub const fn any(scopes: &'static [Scope]) -> Access {
 /// Path parameters of a matched route: name and value.
 pub type PathParams = Vec<(&'static str, String)>;
 
-/// Matches `path` (relative to `/api/v1`) against `pattern`; returns the path parameters.
-pub fn match_pattern(pattern: &'static str, path: &str) -> Option<PathParams> {
-    let mut params = Vec::new();
-    let mut pattern_segments = pattern.split('/');
-    let mut path_segments = path.split('/');
-    loop {
-        match (pattern_segments.next(), path_segments.next()) {
-            (None, None) => return Some(params),
-            (Some(p), Some(s)) => {
-                if let Some(name) = p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
-                    if s.is_empty() {
-                        return None;
-                    }
-                    params.push((name, s.to_owned()));
-                } else if p != s {
-                    return None;
-                }
-            }
-            _ => return None,
-        }
+/// A route pattern split at `/` (`/payroll-runs/{run_id}` → `["", "payroll-runs", "{run_id}"]`).
+pub type Segments = Vec<&'static str>;
+
+pub fn segments(pattern: &'static str) -> Segments {
+    pattern.split('/').collect()
+}
+
+/// Matches a path split at `/` (relative to `/api/v1`) against a pattern's segments; returns
+/// the path parameters. Literal segments are compared before any parameter is copied.
+pub fn match_segments(pattern: &[&'static str], path: &[&str]) -> Option<PathParams> {
+    if pattern.len() != path.len() {
+        return None;
     }
+    let param = |p: &'static str| p.strip_prefix('{').and_then(|p| p.strip_suffix('}'));
+    let fits = pattern.iter().zip(path).all(|(p, s)| match param(p) {
+        Some(_) => !s.is_empty(),
+        None => p == s,
+    });
+    fits.then(|| {
+        pattern
+            .iter()
+            .zip(path)
+            .filter_map(|(p, s)| param(p).map(|name| (name, (*s).to_owned())))
+            .collect()
+    })
 }

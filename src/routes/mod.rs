@@ -23,7 +23,7 @@ use serde_json::json;
 use crate::http::{
     auth::Scope,
     error::{ApiError, ErrorCode},
-    route::{Access, BodyKind, PathParams, RouteSpec, any, match_pattern},
+    route::{Access, BodyKind, PathParams, RouteSpec, Segments, any, match_segments, segments},
 };
 
 use Scope::*;
@@ -84,18 +84,11 @@ pub fn match_route(
 ) -> Result<(&'static RouteSpec, PathParams), ApiError> {
     // A path matches the most literal pattern it can: `/employees/import` is that route, not
     // the employee `import`, for every method.
+    let split: Vec<&str> = path.split('/').collect();
     let mut matches: Vec<(&'static RouteSpec, PathParams)> = Vec::new();
-    for spec in ROUTES {
-        let params = match_pattern(spec.path, path).or_else(|| {
-            spec.path
-                .strip_prefix("/payroll-runs")
-                .and_then(|rest| path.strip_prefix("/runs").map(|p| (rest, p)))
-                .and_then(|(rest, p)| {
-                    // The alias shares the canonical pattern after its first segment.
-                    let pattern: &'static str = rest;
-                    match_pattern(pattern, p)
-                })
-        });
+    for (spec, (canonical, alias)) in ROUTES.iter().zip(patterns()) {
+        let params = match_segments(canonical, &split)
+            .or_else(|| alias.as_deref().and_then(|a| match_segments(a, &split)));
         if let Some(params) = params {
             matches.push((spec, params));
         }
@@ -122,6 +115,27 @@ pub fn match_route(
     }
 }
 
+/// Each route's pattern split at `/`, and its `/runs` alias's (which shares the canonical
+/// pattern after its first segment), in the order of [`ROUTES`].
+fn patterns() -> &'static [(Segments, Option<Segments>)] {
+    static PATTERNS: std::sync::LazyLock<Vec<(Segments, Option<Segments>)>> =
+        std::sync::LazyLock::new(|| {
+            ROUTES
+                .iter()
+                .map(|spec| {
+                    let canonical = segments(spec.path);
+                    let alias = spec.path.strip_prefix("/payroll-runs").map(|_| {
+                        let mut alias = vec!["", "runs"];
+                        alias.extend_from_slice(&canonical[2..]);
+                        alias
+                    });
+                    (canonical, alias)
+                })
+                .collect()
+        });
+    &PATTERNS
+}
+
 fn route_not_found(method: &str, path: &str) -> ApiError {
     ApiError::new(
         ErrorCode::RouteNotFound,
@@ -131,7 +145,9 @@ fn route_not_found(method: &str, path: &str) -> ApiError {
     .detail("path", path)
 }
 
-/// Registers every route (and every alias) under `/api/v1`, one resource per path.
+/// Registers every route (and every alias) under `/api/v1`, one resource per path, in one
+/// scope per first segment (`/payroll-runs`, `/employees`, …): a request is matched against
+/// the patterns of its own scope only, not of the whole API.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let mut paths: Vec<String> = Vec::new();
     for spec in ROUTES {
@@ -143,17 +159,37 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     }
     // Literal paths first, so `/employees/import` is not taken for `/employees/{employee_id}`.
     paths.sort_by_key(|p| p.matches('{').count());
-    let mut scope = web::scope("/api/v1");
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
     for path in paths {
-        let mut resource = web::resource(path.as_str());
-        for spec in ROUTES {
-            if spec.path == path || spec.alias().as_deref() == Some(path.as_str()) {
-                resource = resource.route((spec.handler)(web::method(spec.method.clone())));
-            }
+        let (first, rest) = split_first_segment(&path);
+        match groups.iter_mut().find(|(g, _)| g == first) {
+            Some((_, rests)) => rests.push(rest.to_owned()),
+            None => groups.push((first.to_owned(), vec![rest.to_owned()])),
         }
-        scope = scope.service(resource);
     }
-    cfg.service(scope);
+    let mut api = web::scope("/api/v1");
+    for (first, rests) in groups {
+        let mut scope = web::scope(&first);
+        for rest in rests {
+            let path = format!("{first}{rest}");
+            let mut resource = web::resource(rest.as_str());
+            for spec in ROUTES {
+                if spec.path == path || spec.alias().as_deref() == Some(path.as_str()) {
+                    resource = resource.route((spec.handler)(web::method(spec.method.clone())));
+                }
+            }
+            scope = scope.service(resource);
+        }
+        api = api.service(scope);
+    }
+    cfg.service(api);
+}
+
+/// `/payroll-runs/{run_id}/payouts` → (`/payroll-runs`, `/{run_id}/payouts`); the first
+/// segment is always literal.
+fn split_first_segment(path: &str) -> (&str, &str) {
+    let end = path[1..].find('/').map_or(path.len(), |i| i + 1);
+    path.split_at(end)
 }
 
 /// Answers every request no route took.
