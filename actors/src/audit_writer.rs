@@ -177,18 +177,22 @@ fn csv_row(out: &mut String, e: &audit_entry::Model) {
     fn text(out: &mut String, value: Option<&str>) {
         if let Some(value) = value {
             out.push('"');
-            for c in value.chars() {
-                if c == '"' {
-                    out.push('"');
-                }
-                out.push(c);
+            // A quote is written twice; a value without one (nearly all) is copied whole.
+            let mut parts = value.split('"');
+            out.push_str(parts.next().unwrap_or_default());
+            for part in parts {
+                out.push_str("\"\"");
+                out.push_str(part);
             }
             out.push('"');
         }
     }
     text(out, Some(&e.id));
     out.push(',');
-    let _ = write!(out, "{}", e.occurred_at.format("%Y-%m-%d %H:%M:%S%.6f+00"));
+    out.push_str(
+        &e.occurred_at
+            .to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+    );
     for value in [
         e.request_id.as_deref(),
         Some(e.actor_type.as_str()),
@@ -328,7 +332,7 @@ mod tests {
         csv_row(&mut line, &entry);
         assert_eq!(
             line,
-            "\"aud_1\",2026-11-25 01:02:03.000005+00,,\"API_KEY\",\"key_1\",\"GET\",\
+            "\"aud_1\",2026-11-25T01:02:03.000005Z,,\"API_KEY\",\"key_1\",\"GET\",\
              \"/a,\"\"b\"\"\nc\",\"getPayrollRun\",,\"\",,200,,\"{\"\"why\"\":\"\"x,\\\"\"y\\\"\"\"\"}\"\n"
         );
     }

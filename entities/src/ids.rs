@@ -54,7 +54,12 @@ fn next_ulid() -> ulid::Ulid {
 
 /// A new id of the given kind.
 pub fn new_id(kind: IdKind) -> String {
-    format!("{}{}", kind.prefix(), next_ulid())
+    let mut buf = [0u8; ulid::ULID_LEN];
+    let ulid = next_ulid();
+    let mut id = String::with_capacity(kind.prefix().len() + ulid::ULID_LEN);
+    id.push_str(kind.prefix());
+    id.push_str(ulid.array_to_str(&mut buf));
+    id
 }
 
 /// Whether `id` has the kind's prefix followed by a well-formed ULID. Anything else can never

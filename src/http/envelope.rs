@@ -38,8 +38,43 @@ pub fn envelope_bytes<T: Serialize>(
     })
 }
 
+/// [`envelope_bytes`] around `data` already serialized as JSON (a view kept between reads),
+/// copied in as it is.
+pub fn envelope_around(request_id: &str, data_json: &[u8]) -> serde_json::Result<Vec<u8>> {
+    #[derive(Serialize)]
+    struct Rest<'a> {
+        api_version: &'static str,
+        request_id: &'a str,
+    }
+    let rest = serde_json::to_vec(&Rest {
+        api_version: API_VERSION,
+        request_id,
+    })?;
+    // `{"data":` + data + `,` + the rest without its opening brace.
+    let mut out = Vec::with_capacity(data_json.len() + rest.len() + 10);
+    out.extend_from_slice(b"{\"data\":");
+    out.extend_from_slice(data_json);
+    out.push(b',');
+    out.extend_from_slice(rest.get(1..).unwrap_or_default());
+    Ok(out)
+}
+
 pub fn json_response(status: StatusCode, body: Vec<u8>) -> HttpResponse {
     HttpResponse::build(status)
         .content_type("application/json; charset=utf-8")
         .body(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_envelope_around_serialized_data_is_the_envelope_of_the_data() {
+        let data = serde_json::json!({"id": "run_1", "note": "a \"quoted\" word"});
+        let around =
+            envelope_around("req_\"1", &serde_json::to_vec(&data).expect("data")).expect("around");
+        let plain = envelope_bytes("req_\"1", &data, None).expect("plain");
+        assert_eq!(around, plain);
+    }
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::http::{
     body::{parse_collecting, parse_partial},
-    envelope::{Pagination, envelope_bytes, json_response},
+    envelope::{Pagination, envelope_around, envelope_bytes, json_response},
     error::{ApiError, FieldError},
     query::{Page, Query},
     route::RouteSpec,
@@ -134,6 +134,12 @@ impl RequestInfo {
     /// A read answer.
     pub fn ok<T: Serialize>(&self, data: &T) -> Result<HttpResponse, ApiError> {
         Ok(json_response(StatusCode::OK, self.envelope(data, None)?))
+    }
+
+    /// A read answer whose data is already serialized as JSON.
+    pub fn ok_serialized(&self, data_json: &[u8]) -> Result<HttpResponse, ApiError> {
+        let body = envelope_around(&self.request_id, data_json).map_err(ApiError::internal)?;
+        Ok(json_response(StatusCode::OK, body))
     }
 
     /// A list answer with pagination.

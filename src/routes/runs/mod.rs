@@ -209,14 +209,15 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     // Taken before the read: a view read while a write commits is not kept past that write.
     let generation = state.run_views.generation().await;
     if let Some(view) = generation.and_then(|g| state.run_views.get(g, req.param("run_id"))) {
-        return req.ok(&*view);
+        return req.ok_serialized(&view);
     }
     let run = find_run(&req, req.param("run_id")).await?;
-    let view = Arc::new(show_run(&state.db.conn, &run).await?);
+    let view = show_run(&state.db.conn, &run).await?;
+    let view = Arc::new(serde_json::to_vec(&view).map_err(ApiError::internal)?);
     if let Some(generation) = generation {
         state.run_views.put(generation, run.id, view.clone());
     }
-    req.ok(&*view)
+    req.ok_serialized(&view)
 }
 
 /// List a run's payouts (paginated JSON, or every payout as CSV).

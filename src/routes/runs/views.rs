@@ -15,7 +15,6 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use payroll_actors::views::RunResource;
 use payroll_entities::db::Db;
 
 use crate::http::announcements::RunChanges;
@@ -23,8 +22,10 @@ use crate::http::announcements::RunChanges;
 /// Views kept at most; past it the cache starts afresh.
 const MAX_VIEWS: usize = 4096;
 
-/// The runs' views.
-pub type RunViews = Views<RunResource>;
+/// The runs' views, serialized as the JSON of a
+/// [`payroll_actors::views::RunResource`]: a read served from here
+/// copies the bytes in.
+pub type RunViews = Views<Vec<u8>>;
 
 /// Views by id, each read at a write generation.
 pub struct Views<V> {
