@@ -78,30 +78,58 @@ pub async fn http_metrics<B: MessageBody + 'static>(
 ) -> Result<ServiceResponse<B>, Error> {
     let start = Instant::now();
     let method = req.method().as_str().to_owned();
-    // The pattern comes from the resource map, so it is known before the route runs.
-    let route = req
-        .match_pattern()
-        .unwrap_or_else(|| "unmatched".to_owned());
+    // Asked of the answer: once routed, the resource map names the matched resource's
+    // pattern without matching the path again. An error instead of an answer carries no
+    // request, so it counts as unmatched.
     let result = next.call(req).await;
-    let status = match &result {
-        Ok(res) => res.status(),
-        Err(err) => err.as_response_error().status_code(),
+    let (status, route) = match &result {
+        Ok(res) => (res.status(), res.request().match_pattern()),
+        Err(err) => (err.as_response_error().status_code(), None),
     };
-    let elapsed = start.elapsed().as_secs_f64();
-    metrics::counter!(
-        "payroll_http_requests_total",
-        "method" => method.clone(),
-        "route" => route.clone(),
-        "status" => status.as_str().to_owned()
-    )
-    .increment(1);
-    metrics::histogram!(
-        "payroll_http_request_duration_seconds",
-        "method" => method,
-        "route" => route
-    )
-    .record(elapsed);
+    let route = route.unwrap_or_else(|| "unmatched".to_owned());
+    let (requests, duration) = http_handles(route, method, status.as_u16());
+    requests.increment(1);
+    duration.record(start.elapsed().as_secs_f64());
     result
+}
+
+/// Handles kept per worker thread once made: the most this keeps of them.
+const MAX_KEPT_HANDLES: usize = 1024;
+
+type HttpHandles = (metrics::Counter, metrics::Histogram);
+
+thread_local! {
+    /// The request counter and duration histogram of each (route, method, status) seen on
+    /// this thread, so a request does not build and look up its metric keys anew.
+    static HTTP_HANDLES: std::cell::RefCell<std::collections::HashMap<(String, String, u16), HttpHandles>> =
+        std::cell::RefCell::default();
+}
+
+fn http_handles(route: String, method: String, status: u16) -> HttpHandles {
+    let key = (route, method, status);
+    if let Some(handles) = HTTP_HANDLES.with_borrow(|kept| kept.get(&key).cloned()) {
+        return handles;
+    }
+    let (route, method, status) = key;
+    let handles = (
+        metrics::counter!(
+            "payroll_http_requests_total",
+            "method" => method.clone(),
+            "route" => route.clone(),
+            "status" => status.to_string()
+        ),
+        metrics::histogram!(
+            "payroll_http_request_duration_seconds",
+            "method" => method.clone(),
+            "route" => route.clone()
+        ),
+    );
+    HTTP_HANDLES.with_borrow_mut(|kept| {
+        if kept.len() < MAX_KEPT_HANDLES {
+            kept.insert((route, method, status), handles.clone());
+        }
+    });
+    handles
 }
 
 /// The `# HELP` lines; docs/operations.md lists the same names with their labels.

@@ -4,7 +4,8 @@
 //!
 //! actix does not expose the length of a mailbox, so `payroll_actor_mailbox_depth` is kept
 //! here: messages sent through [`CountedSend`] add one, the handler's [`Handling`] takes one
-//! off when it picks the message up. A message still queued when its actor stops is dropped by
+//! off when it picks the message up. The counts are atomics, copied into the gauge when the
+//! metrics are read ([`publish_mailbox_depths`]), not at every message. A message still queued when its actor stops is dropped by
 //! actix unhandled and stays counted; that only happens when an actor stops with work queued
 //! (shutdown, a run actor failing a step), never on the hot path.
 
@@ -90,8 +91,18 @@ pub fn actor_started(kind: ActorKind) {
     ALIVE[kind.index()].fetch_add(1, Ordering::Relaxed);
     metrics::gauge!("payroll_actors_alive", "actor" => kind.as_str()).increment(1.0);
     // Present from the start, so a dashboard sees zeros rather than gaps.
-    metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str()).increment(0.0);
+    metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str())
+        .set(DEPTH[kind.index()].load(Ordering::Relaxed) as f64);
     metrics::counter!("payroll_actor_restarts_total", "actor" => kind.as_str()).increment(0);
+}
+
+/// Copies every kind's mailbox depth into `payroll_actor_mailbox_depth`; called as the
+/// metrics are read.
+pub fn publish_mailbox_depths() {
+    for kind in ActorKind::ALL {
+        metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str())
+            .set(DEPTH[kind.index()].load(Ordering::Relaxed) as f64);
+    }
 }
 
 /// Call from `Actor::stopped`.
@@ -109,7 +120,6 @@ pub fn actor_restarted(kind: ActorKind) {
 /// such as a `Recipient`).
 pub fn enqueued(kind: ActorKind) {
     DEPTH[kind.index()].fetch_add(1, Ordering::Relaxed);
-    metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str()).increment(1.0);
 }
 
 /// `count` waiting items of this kind taken off the count at once (for an actor that takes a
@@ -119,8 +129,6 @@ pub fn dequeued(kind: ActorKind, count: usize) {
         return;
     }
     DEPTH[kind.index()].fetch_sub(count as i64, Ordering::Relaxed);
-    metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str())
-        .decrement(count as f64);
 }
 
 /// Held by a handler while it handles one message: taking it off the mailbox count, then, when
@@ -136,7 +144,6 @@ pub struct Handling {
 impl Handling {
     pub fn new(kind: ActorKind, message: &'static str) -> Handling {
         DEPTH[kind.index()].fetch_sub(1, Ordering::Relaxed);
-        metrics::gauge!("payroll_actor_mailbox_depth", "actor" => kind.as_str()).decrement(1.0);
         Handling {
             kind,
             message,

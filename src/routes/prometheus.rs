@@ -22,6 +22,7 @@ pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
         tracing::warn!(error = %err, "metrics: database figures not refreshed");
     }
     refresh_pool_gauges(&state);
+    payroll_actors::telemetry::publish_mailbox_depths();
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(handle.render()))
