@@ -2,6 +2,9 @@
 //! they are written every `audit.flush_interval_ms`, or sooner when a batch fills. Entries of
 //! successful writes never pass through here; they commit with the write.
 //!
+//! On PostgreSQL up to four batches are written at once (`POSTGRES_WRITES`), so one held up
+//! does not hold up the rest.
+//!
 //! Handlers leave entries in a shared buffer ([`AuditSink::record`]) rather than send a
 //! message each: the writer takes the whole buffer at each write, and is sent a message only
 //! when a batch fills. Entries waiting count as the writer's mailbox depth, so the request gate
@@ -23,6 +26,11 @@ use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 /// A batch is written at once when it reaches this size.
 const MAX_BATCH: usize = 500;
 
+/// Batches written at once on PostgreSQL, each by a `COPY` on a connection of its own: a batch
+/// held up (a slow flush of the log) does not hold up the entries behind it. SQLite has one
+/// writer, so one batch at a time there.
+const POSTGRES_WRITES: u32 = 4;
+
 /// Entries waiting for the writer.
 #[derive(Default)]
 struct AuditBuffer {
@@ -36,6 +44,10 @@ impl AuditBuffer {
         entries.push(entry);
         telemetry::enqueued(ActorKind::AuditWriter);
         entries.len() == MAX_BATCH
+    }
+
+    fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     fn take(&self) -> Vec<audit_entry::Model> {
@@ -57,10 +69,17 @@ impl AuditSink {
     /// Starts the writer on the current arbiter.
     pub fn start(db: Db, flush_interval: Duration) -> AuditSink {
         let buffer = Arc::new(AuditBuffer::default());
+        let max_writes = if db.backend() == sea_orm::DatabaseBackend::Postgres {
+            POSTGRES_WRITES
+        } else {
+            1
+        };
         let writer = AuditWriter {
             db,
             flush_interval,
             buffer: buffer.clone(),
+            writes: Arc::new(tokio::sync::Semaphore::new(max_writes as usize)),
+            max_writes,
         }
         .start();
         AuditSink { buffer, writer }
@@ -96,18 +115,45 @@ pub struct AuditWriter {
     db: Db,
     flush_interval: Duration,
     buffer: Arc<AuditBuffer>,
+    /// One permit per batch being written.
+    writes: Arc<tokio::sync::Semaphore>,
+    max_writes: u32,
 }
 
 impl AuditWriter {
-    /// Writes what waits; the actor handles no other message until it is done, so a `Flush`
-    /// answers only after every earlier entry is stored.
+    /// Writes what waits, beside the batches already being written, while a permit is free.
+    /// When none is, the entries stay in the buffer (where the request gate counts them) and
+    /// the write that ends next takes them. Each write is a task of its own, so it goes on
+    /// while the actor waits for anything, and ends even as the actor stops.
     fn write_buffer(&mut self, ctx: &mut Context<Self>) {
+        let Ok(permit) = self.writes.clone().try_acquire_owned() else {
+            return;
+        };
         let batch = self.buffer.take();
         if batch.is_empty() {
             return;
         }
         let db = self.db.clone();
-        ctx.wait(write_batch(db, batch).in_runtime().into_actor(self));
+        let writer = ctx.address();
+        let buffer = self.buffer.clone();
+        actix::spawn(async move {
+            write_batch(db, batch).await;
+            drop(permit);
+            // A full batch that came in meanwhile may have found no permit free: it goes now
+            // (a stopped writer has written it as it stopped). Less waits for the next tick.
+            if buffer.len() >= MAX_BATCH && writer.connected() {
+                writer.counted_do_send(WriteNow);
+            }
+        });
+    }
+
+    /// Completes once every batch being written now is stored.
+    fn writes_done(&self) -> impl std::future::Future<Output = ()> + use<> {
+        let writes = self.writes.clone();
+        let all = self.max_writes;
+        async move {
+            drop(writes.acquire_many_owned(all).await);
+        }
     }
 }
 
@@ -227,8 +273,18 @@ impl Actor for AuditWriter {
     }
 
     fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
-        // Write what is buffered before the actor goes away.
-        self.write_buffer(ctx);
+        // Write what is buffered before the actor goes away, after the batches on their way.
+        let batch = self.buffer.take();
+        let db = self.db.clone();
+        let done = self.writes_done();
+        ctx.wait(
+            async move {
+                done.await;
+                write_batch(db, batch).await;
+            }
+            .in_runtime()
+            .into_actor(self),
+        );
         Running::Stop
     }
 
@@ -267,10 +323,13 @@ impl Handler<Flush> for AuditWriter {
         let handling = Handling::new(Self::KIND, "Flush");
         let batch = self.buffer.take();
         let db = self.db.clone();
+        // Every batch taken before this one is stored too before the answer.
+        let done = self.writes_done();
         Box::pin(
             async move {
                 let _handling = handling;
                 write_batch(db, batch).await;
+                done.await;
             }
             .in_runtime()
             .into_actor(self),
