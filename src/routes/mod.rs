@@ -115,21 +115,18 @@ pub fn match_route(
     }
 }
 
-/// Each route's pattern split at `/`, and its `/runs` alias's (which shares the canonical
-/// pattern after its first segment), in the order of [`ROUTES`].
+/// Each route's pattern split at `/`, and its alias's ([`RouteSpec::alias`]), in the order of
+/// [`ROUTES`]. Made once per process; the alias patterns live as long as it.
 fn patterns() -> &'static [(Segments, Option<Segments>)] {
     static PATTERNS: std::sync::LazyLock<Vec<(Segments, Option<Segments>)>> =
         std::sync::LazyLock::new(|| {
             ROUTES
                 .iter()
                 .map(|spec| {
-                    let canonical = segments(spec.path);
-                    let alias = spec.path.strip_prefix("/payroll-runs").map(|_| {
-                        let mut alias = vec!["", "runs"];
-                        alias.extend_from_slice(&canonical[2..]);
-                        alias
-                    });
-                    (canonical, alias)
+                    let alias = spec
+                        .alias()
+                        .map(|alias| segments(Box::leak(alias.into_boxed_str())));
+                    (segments(spec.path), alias)
                 })
                 .collect()
         });
