@@ -1,7 +1,7 @@
 //! Execution: confirm, funding, execute, withdrawals at the sandbox exchange, jobs, retries,
 //! test runs and emails, through the real API.
 
-use payroll_entities::{SandboxAccount, sandbox_withdrawal};
+use payroll_entities::{SandboxAccount, email_outbox, sandbox_withdrawal};
 use sea_orm::{EntityTrait, QueryOrder};
 use serde_json::{Value, json};
 
@@ -397,6 +397,26 @@ async fn failed_addresses_fail_and_a_retry_pays_the_fixed_wallet() {
     );
     let sent = withdrawals(&app).await;
     assert_eq!(sent.len(), 4, "three first attempts and one retry");
+    // One notification per (payout, attempt): the retried payout has one for each attempt.
+    let mut queued: Vec<(String, i32, String, String)> = email_outbox::Entity::find()
+        .all(&app.db().await.conn)
+        .await
+        .expect("outbox")
+        .into_iter()
+        .map(|m| (m.payout_id, m.payout_attempt, m.message_id, m.id))
+        .collect();
+    queued.sort();
+    assert_eq!(queued.len(), 4, "{queued:?}");
+    let retried: Vec<_> = queued.iter().filter(|q| q.0 == id(&payout)).collect();
+    assert_eq!(retried.len(), 2, "{queued:?}");
+    for (attempt, (payout_id, at, message_id, outbox_id)) in (1..).zip(retried) {
+        assert_eq!(*at, attempt);
+        assert_eq!(
+            *message_id,
+            format!("<{payout_id}.{attempt}@payroll.local>")
+        );
+        assert!(outbox_id.starts_with("eml_"), "{outbox_id}");
+    }
     let audit = app
         .get(&format!(
             "/api/v1/audit-log?resource_id={run_id}&action=PAYROLL_RUN_RETRIED"

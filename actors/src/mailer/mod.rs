@@ -20,11 +20,11 @@ use lettre::{
     message::{Mailbox, header::ContentType},
     transport::smtp::authentication::Credentials,
 };
-use payroll_entities::{EmailStatus, bulk, db::Db, email_outbox, ids, payout, payroll_run, time};
+use payroll_entities::{EmailStatus, db::Db, email_outbox, payout, payroll_run, time};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder, QuerySelect, Select,
-    sea_query::{Expr, LockBehavior, LockType},
+    ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Select,
+    sea_query::{Expr, LockBehavior, LockType, Query},
 };
 
 pub use render::{render_payout_email, shorten_address};
@@ -42,26 +42,48 @@ const BATCH: u64 = 100;
 /// A round gives back what it has not sent by half this time.
 const CLAIM: chrono::Duration = chrono::Duration::seconds(30);
 
-/// Queues one notification per payout, in the caller's transaction.
-pub async fn enqueue<C: ConnectionTrait>(conn: &C, payouts: &[(String, i32)]) -> Result<(), DbErr> {
+/// Queues one notification per payout of `job_id` (its payouts hold the job already), in the
+/// caller's transaction, as one `INSERT … SELECT`: nothing of the payouts travels to the
+/// server and back. A message's outbox id and `Message-ID` are its payout's id and attempt,
+/// so a (payout, attempt) can never be queued twice. Returns the messages queued.
+pub async fn enqueue_job<C: ConnectionTrait>(conn: &C, job_id: &str) -> Result<u64, DbErr> {
+    use email_outbox::Column as O;
     let now = time::now();
-    let rows = payouts.iter().map(|(payout_id, attempt)| {
-        email_outbox::Model {
-            id: ids::new_id(ids::IdKind::Email),
-            payout_id: payout_id.clone(),
-            payout_attempt: *attempt,
-            message_id: format!("<{payout_id}.{attempt}@payroll.local>"),
-            status: EmailStatus::Pending,
-            attempts: 0,
-            next_attempt_at: now,
-            last_error: None,
-            created_at: now,
-            sent_at: None,
-        }
-        .into_active_model()
-    });
-    bulk::insert_chunked(conn, rows, None).await?;
-    Ok(())
+    let mut rows = Query::select();
+    rows.expr(Expr::cust(
+        r#"'eml_' || substr("id", 5) || '-' || "attempt""#,
+    ))
+    .column(payout::Column::Id)
+    .column(payout::Column::Attempt)
+    .expr(Expr::cust(
+        r#"'<' || "id" || '.' || "attempt" || '@payroll.local>'"#,
+    ))
+    .expr(Expr::value(EmailStatus::Pending.as_str()))
+    .expr(Expr::value(0i32))
+    .expr(Expr::value(now))
+    .expr(Expr::value(Option::<String>::None))
+    .expr(Expr::value(now))
+    .expr(Expr::value(Option::<DateTime<Utc>>::None))
+    .from(payout::Entity)
+    .and_where(payout::Column::JobId.eq(job_id));
+    let mut insert = Query::insert();
+    insert
+        .into_table(email_outbox::Entity)
+        .columns([
+            O::Id,
+            O::PayoutId,
+            O::PayoutAttempt,
+            O::MessageId,
+            O::Status,
+            O::Attempts,
+            O::NextAttemptAt,
+            O::LastError,
+            O::CreatedAt,
+            O::SentAt,
+        ])
+        .select_from(rows)
+        .map_err(|err| DbErr::Custom(err.to_string()))?;
+    Ok(conn.execute(&insert).await?.rows_affected())
 }
 
 enum Transport {

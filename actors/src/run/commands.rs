@@ -282,6 +282,16 @@ fn estimate_seconds(deps: &RunDeps, count: i64) -> i64 {
     sending + settle + (deps.runs.poll_interval_ms / 1000) as i64 + 1
 }
 
+/// `job` with `count` payouts, all pending, and the time they should take.
+fn new_job_counted(deps: &RunDeps, job: job::Model, count: i64) -> job::Model {
+    job::Model {
+        total: count,
+        pending_count: count,
+        estimated_duration_seconds: estimate_seconds(deps, count),
+        ..job
+    }
+}
+
 fn new_job(deps: &RunDeps, run_id: &str, count: i64) -> job::Model {
     let now = time::now();
     job::Model {
@@ -303,17 +313,17 @@ fn new_job(deps: &RunDeps, run_id: &str, count: i64) -> job::Model {
 }
 
 /// The tail of execute and retry: the run moves to `next` (PAYING_OUT) with `job` as its
-/// current job, one email is queued per (payout, attempt), and `payroll.run.executing` is
-/// written. The job row exists already; the withdrawals start after the commit.
+/// current job, one email is queued per payout of the job (at its current attempt), and
+/// `payroll.run.executing` is written. The job row exists already and its payouts hold it;
+/// the withdrawals start after the commit.
 async fn start_job(
     tx: &WriteTx,
     before_version: i64,
     next: RunStatus,
     after: &mut payroll_run::Model,
     job: &mut job::Model,
-    mail: &[(String, i32)],
 ) -> Result<(), RunError> {
-    mailer::enqueue(&**tx, mail).await?;
+    mailer::enqueue_job(&**tx, &job.id).await?;
     after.status = next;
     after.current_job_id = Some(job.id.clone());
     store::save_run(&**tx, before_version, after).await?;
@@ -352,16 +362,17 @@ async fn execute(
     }
     let next = transitions::apply(run.status, RunOp::Execute)
         .map_err(|_| refused(&run, &RunCommand::Execute))?;
-    let pending = store::pending_attempts(&*tx, &run.id).await?;
-    let mut job = new_job(deps, &run.id, pending.len() as i64);
+    // The job's counts are those of the payouts it takes, known once they are assigned.
+    let mut job = new_job(deps, &run.id, 0);
     store::insert_job(&*tx, &job).await?;
-    store::assign_pending_to_job(&*tx, &run.id, &job.id).await?;
+    let count = store::assign_pending_to_job(&*tx, &run.id, &job.id).await? as i64;
+    job = new_job_counted(deps, job, count);
     let mut after = run.clone();
     after.executed_at = Some(time::now());
-    start_job(&tx, run.version, next, &mut after, &mut job, &pending).await?;
+    start_job(&tx, run.version, next, &mut after, &mut job).await?;
     let mut details = status_change(run.status, next);
     details["job_id"] = json!(job.id);
-    details["payouts"] = json!(pending.len());
+    details["payouts"] = json!(count);
     details["previous_job_id"] = json!(previous.map(|j| j.id));
     let action = run_action("PAYROLL_RUN_EXECUTED", &after, details);
     answer_run(tx, ack, after, Some(job), action, true).await
@@ -553,9 +564,8 @@ async fn retry(
             .collect(),
     )
     .await?;
-    let mail: Vec<(String, i32)> = failed.iter().map(|p| (p.id.clone(), p.attempt)).collect();
     after.completed_at = None;
-    start_job(&tx, run.version, next, &mut after, &mut job, &mail).await?;
+    start_job(&tx, run.version, next, &mut after, &mut job).await?;
     let mut details = status_change(run.status, next);
     details["job_id"] = json!(job.id);
     details["retried_payouts"] = json!(failed.len());

@@ -346,35 +346,19 @@ pub async fn payout_by_id<C: ConnectionTrait>(
         .ok_or_else(|| RunError::PayoutNotFound(payout_id.to_owned()))
 }
 
-/// (id, attempt) of the run's PENDING payouts.
-pub async fn pending_attempts<C: ConnectionTrait>(
-    conn: &C,
-    run_id: &str,
-) -> Result<Vec<(String, i32)>, RunError> {
-    Ok(payout::Entity::find()
-        .select_only()
-        .column(payout::Column::Id)
-        .column(payout::Column::Attempt)
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .into_tuple()
-        .all(conn)
-        .await?)
-}
-
-/// Makes the run's PENDING payouts part of `job_id`.
+/// Makes the run's PENDING payouts part of `job_id`; answers how many.
 pub async fn assign_pending_to_job<C: ConnectionTrait>(
     conn: &C,
     run_id: &str,
     job_id: &str,
-) -> Result<(), RunError> {
-    payout::Entity::update_many()
+) -> Result<u64, RunError> {
+    Ok(payout::Entity::update_many()
         .col_expr(payout::Column::JobId, Expr::value(job_id))
         .filter(payout::Column::PayrollRunId.eq(run_id))
         .filter(payout::Column::Status.eq(PayoutStatus::Pending))
         .exec(conn)
-        .await?;
-    Ok(())
+        .await?
+        .rows_affected)
 }
 
 pub async fn insert_job<C: ConnectionTrait>(conn: &C, job: &job::Model) -> Result<(), RunError> {
