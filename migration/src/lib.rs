@@ -29,6 +29,7 @@ mod m20261126_000001_claims_written_in_place;
 mod m20261126_000002_holds_released_in_place;
 mod m20261126_000003_drop_events_resource_index;
 mod m20261127_000001_status_written_in_place;
+mod m20261128_000001_drop_outbox_payout_index;
 mod postgres;
 
 pub struct Migrator;
@@ -64,6 +65,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000002_holds_released_in_place::Migration),
             Box::new(m20261126_000003_drop_events_resource_index::Migration),
             Box::new(m20261127_000001_status_written_in_place::Migration),
+            Box::new(m20261128_000001_drop_outbox_payout_index::Migration),
         ]
     }
 }
