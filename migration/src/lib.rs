@@ -31,6 +31,7 @@ mod m20261126_000003_drop_events_resource_index;
 mod m20261127_000001_status_written_in_place;
 mod m20261128_000001_drop_outbox_payout_index;
 mod postgres;
+mod unused_index;
 
 pub struct Migrator;
 
@@ -60,12 +61,38 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000002_outbox_claim_order::Migration),
             Box::new(m20261125_000003_payouts_room_for_updates::Migration),
             Box::new(m20261125_000004_unclaimed_payouts_index::Migration),
-            Box::new(m20261125_000005_drop_payouts_employee_index::Migration),
+            Box::new(m20261125_000005_drop_payouts_employee_index::MIGRATION),
             Box::new(m20261126_000001_claims_written_in_place::Migration),
             Box::new(m20261126_000002_holds_released_in_place::Migration),
-            Box::new(m20261126_000003_drop_events_resource_index::Migration),
+            Box::new(m20261126_000003_drop_events_resource_index::MIGRATION),
             Box::new(m20261127_000001_status_written_in_place::Migration),
-            Box::new(m20261128_000001_drop_outbox_payout_index::Migration),
+            Box::new(m20261128_000001_drop_outbox_payout_index::MIGRATION),
         ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A migration's name is what `seaql_migrations` records: each is its module's name, once.
+    #[test]
+    fn every_migration_is_named_after_its_module_once() {
+        let names: Vec<String> = Migrator::migrations()
+            .iter()
+            .map(|m| m.name().to_owned())
+            .collect();
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+        let modules: Vec<&str> = include_str!("lib.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("mod m")?.strip_suffix(';'))
+            .collect();
+        assert_eq!(modules.len(), names.len());
+        for (module, name) in modules.iter().zip(&names) {
+            assert_eq!(format!("m{module}"), *name);
+        }
     }
 }
