@@ -20,7 +20,7 @@ use lettre::{
     message::{Mailbox, header::ContentType},
     transport::smtp::authentication::Credentials,
 };
-use payroll_entities::{EmailStatus, db::Db, email_outbox, payout, payroll_run, time};
+use payroll_entities::{EmailStatus, db::Db, email_outbox, ids, payout, payroll_run, time};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter, QueryOrder,
     QuerySelect, Select,
@@ -45,27 +45,32 @@ const CLAIM: chrono::Duration = chrono::Duration::seconds(30);
 /// Queues one notification per payout of `job_id` (its payouts hold the job already), in the
 /// caller's transaction, as one `INSERT … SELECT`: nothing of the payouts travels to the
 /// server and back. A message's outbox id and `Message-ID` are its payout's id and attempt,
-/// so a (payout, attempt) can never be queued twice. Returns the messages queued.
-pub async fn enqueue_job<C: ConnectionTrait>(conn: &C, job_id: &str) -> Result<u64, DbErr> {
+/// so a (payout, attempt) can never be queued twice: `eml_<payout ulid>-<attempt>`.
+pub async fn enqueue_job<C: ConnectionTrait>(conn: &C, job_id: &str) -> Result<(), DbErr> {
     use email_outbox::Column as O;
     let now = time::now();
+    // `eml_` and the payout id after its prefix (SQL's `substr` counts from 1): constants of
+    // the id kinds, never input.
+    let outbox_id = format!(
+        r#"'{}' || substr("id", {}) || '-' || "attempt""#,
+        ids::IdKind::Email.prefix(),
+        ids::IdKind::Payout.prefix().len() + 1
+    );
     let mut rows = Query::select();
-    rows.expr(Expr::cust(
-        r#"'eml_' || substr("id", 5) || '-' || "attempt""#,
-    ))
-    .column(payout::Column::Id)
-    .column(payout::Column::Attempt)
-    .expr(Expr::cust(
-        r#"'<' || "id" || '.' || "attempt" || '@payroll.local>'"#,
-    ))
-    .expr(Expr::value(EmailStatus::Pending.as_str()))
-    .expr(Expr::value(0i32))
-    .expr(Expr::value(now))
-    .expr(Expr::value(Option::<String>::None))
-    .expr(Expr::value(now))
-    .expr(Expr::value(Option::<DateTime<Utc>>::None))
-    .from(payout::Entity)
-    .and_where(payout::Column::JobId.eq(job_id));
+    rows.expr(Expr::cust(outbox_id))
+        .column(payout::Column::Id)
+        .column(payout::Column::Attempt)
+        .expr(Expr::cust(
+            r#"'<' || "id" || '.' || "attempt" || '@payroll.local>'"#,
+        ))
+        .expr(Expr::value(EmailStatus::Pending.as_str()))
+        .expr(Expr::value(0i32))
+        .expr(Expr::value(now))
+        .expr(Expr::value(Option::<String>::None))
+        .expr(Expr::value(now))
+        .expr(Expr::value(Option::<DateTime<Utc>>::None))
+        .from(payout::Entity)
+        .and_where(payout::Column::JobId.eq(job_id));
     let mut insert = Query::insert();
     insert
         .into_table(email_outbox::Entity)
@@ -83,7 +88,8 @@ pub async fn enqueue_job<C: ConnectionTrait>(conn: &C, job_id: &str) -> Result<u
         ])
         .select_from(rows)
         .map_err(|err| DbErr::Custom(err.to_string()))?;
-    Ok(conn.execute(&insert).await?.rows_affected())
+    conn.execute(&insert).await?;
+    Ok(())
 }
 
 enum Transport {

@@ -283,7 +283,7 @@ fn estimate_seconds(deps: &RunDeps, count: i64) -> i64 {
 }
 
 /// `job` with `count` payouts, all pending, and the time they should take.
-fn new_job_counted(deps: &RunDeps, job: job::Model, count: i64) -> job::Model {
+fn with_payouts(deps: &RunDeps, job: job::Model, count: i64) -> job::Model {
     job::Model {
         total: count,
         pending_count: count,
@@ -294,22 +294,23 @@ fn new_job_counted(deps: &RunDeps, job: job::Model, count: i64) -> job::Model {
 
 fn new_job(deps: &RunDeps, run_id: &str, count: i64) -> job::Model {
     let now = time::now();
-    job::Model {
+    let job = job::Model {
         id: ids::new_id(ids::IdKind::Job),
         payroll_run_id: run_id.to_owned(),
         status: JobStatus::Processing,
-        total: count,
-        pending_count: count,
+        total: 0,
+        pending_count: 0,
         processing_count: 0,
         completed_count: 0,
         failed_count: 0,
         cancelled_count: 0,
-        estimated_duration_seconds: estimate_seconds(deps, count),
+        estimated_duration_seconds: 0,
         failed_reason: None,
         created_at: now,
         updated_at: now,
         finished_at: None,
-    }
+    };
+    with_payouts(deps, job, count)
 }
 
 /// The tail of execute and retry: the run moves to `next` (PAYING_OUT) with `job` as its
@@ -366,7 +367,7 @@ async fn execute(
     let mut job = new_job(deps, &run.id, 0);
     store::insert_job(&*tx, &job).await?;
     let count = store::assign_pending_to_job(&*tx, &run.id, &job.id).await? as i64;
-    job = new_job_counted(deps, job, count);
+    job = with_payouts(deps, job, count);
     let mut after = run.clone();
     after.executed_at = Some(time::now());
     start_job(&tx, run.version, next, &mut after, &mut job).await?;
