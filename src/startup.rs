@@ -50,6 +50,27 @@ use crate::{
 
 /// How long each shutdown step may take.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long requests in flight may take to finish once the server stops.
+const REQUESTS_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// SIGTERM or SIGINT, whichever comes first.
+async fn stop_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM received"),
+            _ = interrupt.recv() => tracing::info!("SIGINT received"),
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c()
+        .await
+        .context("cannot listen for Ctrl-C")?;
+    Ok(())
+}
 
 pub struct Application {
     port: u16,
@@ -286,7 +307,9 @@ impl Application {
         // closed after 5 s: a slow or silent client holds a connection, never the server.
         .client_request_timeout(Duration::from_secs(5))
         .keep_alive(Duration::from_secs(5))
-        .shutdown_timeout(30)
+        .shutdown_timeout(REQUESTS_TIMEOUT.as_secs())
+        // Signals are heard by run_until_stopped, which stops the workers last.
+        .disable_signals()
         .run();
         tracing::info!(port, "listening");
         Ok(Application {
@@ -303,14 +326,29 @@ impl Application {
         self.port
     }
 
-    /// Serves until SIGTERM/SIGINT, then stops in order: no new connections, in-flight
-    /// requests finish (up to 30 s); runs start nothing more; the withdrawal in progress is
-    /// answered and recorded, and withdrawals still waiting for a token are handed back
-    /// (never sent); this instance's run leases are given up, so another instance takes its
-    /// runs over at once; pending audit entries are written. Each step is bounded.
+    /// Serves until SIGTERM/SIGINT, then stops in order: new requests are refused (503) and
+    /// those in flight finish (up to 30 s); runs start nothing more; the withdrawal in
+    /// progress is answered and recorded, and withdrawals still waiting for a token are handed
+    /// back (never sent); this instance's run leases are given up, so another instance takes
+    /// its runs over at once; pending audit entries are written; last, the HTTP workers stop
+    /// (see [`crate::http::drain`] for why last). Each step is bounded.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        self.server.await?;
-        tracing::info!("stopping: requests are done; pausing runs");
+        let handle = self.server.handle();
+        let mut serving = actix_web::rt::spawn(self.server);
+        tokio::select! {
+            ended = &mut serving => {
+                ended.context("the HTTP server failed")??;
+                return Ok(());
+            }
+            signal = stop_signal() => signal?,
+        }
+        tracing::info!("stopping: new requests are refused; those in flight finish");
+        let drained = self.state.drain.stop(REQUESTS_TIMEOUT).await;
+        if drained {
+            tracing::info!("stopping: requests are done; pausing runs");
+        } else {
+            tracing::warn!("stopping: requests still in flight after 30 s; pausing runs");
+        }
         let state = self.state.clone();
         let lease = self.lease.clone();
         let settle = async move {
@@ -347,6 +385,11 @@ impl Application {
             Ok(Ok(_)) => {}
             Ok(Err(err)) => tracing::warn!(error = %err, "audit entries not flushed at shutdown"),
             Err(_) => tracing::warn!("audit entries not flushed in time"),
+        }
+        // Nothing in flight is left to wait for unless the drain ran out of time.
+        handle.stop(drained).await;
+        if let Err(err) = serving.await {
+            tracing::warn!(error = %err, "the HTTP server did not stop cleanly");
         }
         tracing::info!(at = %time::format(&time::now()), "stopped");
         Ok(())

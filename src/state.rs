@@ -16,6 +16,7 @@ use crate::{
     config::{Secret, Settings},
     http::{
         announcements::RunChanges,
+        drain::Drain,
         key_cache::{KEY_CACHE_TTL, VerifiedKeys},
     },
     routes::runs::views::Changes,
@@ -48,6 +49,8 @@ pub struct AppState {
     pub run_views: crate::routes::runs::views::RunViews,
     /// Run changes announced by every instance (PostgreSQL).
     pub run_changes: Option<Arc<RunChanges>>,
+    /// Requests in flight; new ones are refused once the server stops.
+    pub drain: Arc<Drain>,
 }
 
 /// The actors handlers talk to.
@@ -105,6 +108,7 @@ impl AppState {
             openapi_json,
             run_views: crate::routes::runs::views::RunViews::new(changes),
             run_changes,
+            drain: Arc::default(),
         }
     }
 }

@@ -267,6 +267,19 @@ impl From<payroll_actors::telemetry::Overloaded> for ApiError {
     }
 }
 
+impl ApiError {
+    /// A request that arrived after the server began to stop.
+    pub fn shutting_down() -> ApiError {
+        let mut refused = ApiError::unavailable(
+            "The server is shutting down; nothing was done. Send the request again in a \
+             moment: another instance answers it, or this one once it has restarted.",
+        )
+        .detail("retry_after_seconds", 1u64);
+        refused.retry_after = Some(1);
+        refused
+    }
+}
+
 impl From<actix::MailboxError> for ApiError {
     fn from(err: actix::MailboxError) -> ApiError {
         tracing::error!(error = %err, "actor mailbox unavailable");

@@ -1,11 +1,13 @@
 //! The request pipeline and what handlers share: authentication, scopes, rate limits,
-//! idempotency, audit, errors, the request, the envelope, bodies, query strings and dates.
+//! idempotency, audit, errors, the request, the envelope, bodies, query strings and dates;
+//! the drain of requests in flight at shutdown.
 
 pub mod announcements;
 pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod dates;
+pub mod drain;
 pub mod envelope;
 pub mod error;
 pub mod idempotency;

@@ -13,7 +13,7 @@ use actix_web::{
     body::{BoxBody, MessageBody},
     dev::{ServiceRequest, ServiceResponse},
     http::{
-        Method, StatusCode,
+        ConnectionType, Method, StatusCode,
         header::{self, HeaderMap, HeaderName, HeaderValue},
     },
     middleware::Next,
@@ -87,6 +87,19 @@ async fn gate_request<B: MessageBody + 'static>(
             req.into_response(err.response(Some(&request_id))),
             &request_id,
         ));
+    };
+    // Counted in until its answer is ready; once the server stops, refused before any work,
+    // not audited (the audit's last entries are being written), and its connection closed.
+    let Some(_in_flight) = state.drain.enter() else {
+        let err = ApiError::shutting_down();
+        let mut res = finish(
+            req.into_response(err.response(Some(&request_id))),
+            &request_id,
+        );
+        res.response_mut()
+            .head_mut()
+            .set_connection_type(ConnectionType::Close);
+        return Ok(res);
     };
     let path = req.path().to_owned();
     let Some(api_path) = path

@@ -187,6 +187,11 @@ async fn sigterm_mid_run_stops_cleanly_and_loses_nothing() {
     }
     let asked = Instant::now();
     sigterm(&first);
+    // Until it exits, a request is answered as before or, once it stops, refused with a 503
+    // that says so and closes the connection.
+    let client = awc::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .finish();
     let status = loop {
         if let Some(status) = first.child.try_wait().expect("wait") {
             break status;
@@ -196,6 +201,25 @@ async fn sigterm_mid_run_stops_cleanly_and_loses_nothing() {
             "no exit after SIGTERM: {}",
             setup.log(1)
         );
+        if let Ok(mut res) = client.get(format!("{}/healthz", first.base)).send().await {
+            if res.status() == 503 {
+                let body: Value = res.json().await.expect("json");
+                assert_eq!(body["error"]["code"], "SERVICE_UNAVAILABLE", "{body}");
+                assert!(
+                    body["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("shutting down")),
+                    "{body}"
+                );
+                assert_eq!(res.headers().get("retry-after").expect("Retry-After"), "1");
+                assert_eq!(
+                    res.headers().get("connection").expect("Connection"),
+                    "close"
+                );
+            } else {
+                assert_eq!(res.status(), 200, "{:?}", res.body().await);
+            }
+        }
         actix_web::rt::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(status.success(), "{status:?}\n{}", setup.log(1));
