@@ -135,7 +135,7 @@ async fn apply_changes(
         let in_job = in_job_of(&p, &job);
         p.updated_at = now;
         let mut hold_released = false;
-        match change {
+        let written = match change {
             Change::Accepted {
                 cex_id,
                 hold_released: released,
@@ -147,6 +147,7 @@ async fn apply_changes(
                 p.status = PayoutStatus::Processing;
                 p.cex_withdrawal_id = Some(cex_id);
                 events.push(payout_event("payout.processing", &p));
+                store::Settled::Accepted
             }
             Change::Completed {
                 cex_id,
@@ -166,6 +167,7 @@ async fn apply_changes(
                 p.completed_at = Some(now);
                 completed.push(p.id.clone());
                 events.push(payout_event("payout.completed", &p));
+                store::Settled::Completed
             }
             Change::Failed { cex_id, reason } => {
                 // A refusal (no exchange id) only ever concerns a withdrawal not yet accepted.
@@ -185,6 +187,7 @@ async fn apply_changes(
                 p.failed_reason = Some(reason);
                 failed.push(p.id.clone());
                 events.push(payout_event("payout.failed", &p));
+                store::Settled::Failed
             }
             Change::Stuck { why } => {
                 if p.stuck_since.is_some() {
@@ -196,7 +199,7 @@ async fn apply_changes(
                 changed.push((p, store::Settled::Stuck));
                 continue;
             }
-        }
+        };
         // Settled: no longer stuck, if it was.
         p.stuck_since = None;
         if before == PayoutStatus::Pending && !hold_released {
@@ -217,11 +220,6 @@ async fn apply_changes(
             before,
             p.status,
         );
-        let written = match p.status {
-            PayoutStatus::Processing => store::Settled::Accepted,
-            PayoutStatus::Completed => store::Settled::Completed,
-            _ => store::Settled::Failed,
-        };
         changed.push((p, written));
     }
     store::save_settled(&*tx, &changed).await?;
