@@ -10,7 +10,7 @@ use payroll_entities::{
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait,
     IntoActiveModel, QueryFilter, QueryOrder, QuerySelect, Statement,
-    sea_query::{Expr, ExprTrait as _, OnConflict},
+    sea_query::{Expr, ExprTrait as _, OnConflict, Query},
 };
 
 use super::messages::RunError;
@@ -558,18 +558,29 @@ pub async fn unsent_of_job<C: ConnectionTrait>(
         .await?)
 }
 
-/// The run's stuck payouts, oldest first.
+/// The stuck payouts of a run, or of every run, oldest first. A payout is stuck only while its
+/// run pays (PAYING_OUT), so without a run only those runs' payouts are read, through the
+/// index on run and status: never the history of every run paid.
 pub async fn stuck_of<C: ConnectionTrait>(
     conn: &C,
     run_id: Option<&str>,
     limit: u64,
 ) -> Result<Vec<payout::Model>, RunError> {
-    let mut query = payout::Entity::find()
+    let query = payout::Entity::find()
         .filter(payout::Column::StuckSince.is_not_null())
         .filter(payout::Column::Status.is_in([PayoutStatus::Pending, PayoutStatus::Processing]));
-    if let Some(run_id) = run_id {
-        query = query.filter(payout::Column::PayrollRunId.eq(run_id));
-    }
+    let query = match run_id {
+        Some(run_id) => query.filter(payout::Column::PayrollRunId.eq(run_id)),
+        None => query.filter(
+            payout::Column::PayrollRunId.in_subquery(
+                Query::select()
+                    .column(payroll_run::Column::Id)
+                    .from(payroll_run::Entity)
+                    .and_where(payroll_run::Column::Status.eq(RunStatus::PayingOut))
+                    .to_owned(),
+            ),
+        ),
+    };
     Ok(query
         .order_by_asc(payout::Column::StuckSince)
         .limit(limit)
