@@ -26,7 +26,10 @@ use std::{
     time::Duration,
 };
 
-use sea_orm::sqlx::{self, PgPool, postgres::PgListener};
+use sea_orm::sqlx::{
+    self, PgPool,
+    postgres::{PgListener, PgPoolOptions},
+};
 use tokio::sync::{Notify, watch};
 
 use super::key_cache::{KEY_CHANNEL, VerifiedKeys};
@@ -173,16 +176,20 @@ async fn announce(listener: &mut PgListener, channel: &str, token: u64) -> Resul
     Ok(())
 }
 
-/// Names the listening connection after the run channel it listens on
-/// (`application_name` `payroll listener payroll_run_changes_…`), so that `pg_stat_activity`
-/// tells it and its schema apart, whatever statement it ran last.
-async fn name_connection(listener: &mut PgListener, run_channel: &str) -> Result<(), String> {
-    sqlx::query("SELECT set_config('application_name', $1, false)")
-        .bind(format!("payroll listener {run_channel}"))
-        .execute(listener)
-        .await
-        .map_err(|err| err.to_string())?;
-    Ok(())
+/// A pool of one connection for the listener, apart from the service's pool and named after
+/// the run channel it listens on (`application_name` `payroll listener
+/// payroll_run_changes_…`), so that `pg_stat_activity` tells it and its schema apart. Given up,
+/// its connection is closed with it rather than returned, still named, to the service's pool.
+fn listener_pool(pool: &PgPool, run_channel: &str) -> PgPool {
+    let options = (*pool.connect_options())
+        .clone()
+        .application_name(&format!("payroll listener {run_channel}"));
+    PgPoolOptions::new()
+        .max_connections(1)
+        .min_connections(0)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .connect_lazy_with(options)
 }
 
 /// Completes once a read has found the channel dead (its barrier not heard back in time).
@@ -207,7 +214,8 @@ pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>
                 .fetch_one(&pool)
                 .await
                 .map_err(failed)?;
-            let mut listener = PgListener::connect_with(&pool).await.map_err(failed)?;
+            let own = listener_pool(&pool, &run_channel);
+            let mut listener = PgListener::connect_with(&own).await.map_err(failed)?;
             // A lost connection is never replaced inside the listener: a barrier announced on a
             // connection opened there, unseen by this loop, would be heard back although what
             // was said while no connection listened was lost. Lost, this loop gives the channel
@@ -217,7 +225,6 @@ pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>
                 .listen_all([KEY_CHANNEL, run_channel.as_str(), runs.channel.as_str()])
                 .await
                 .map_err(failed)?;
-            name_connection(&mut listener, &run_channel).await?;
             // Whatever changed before the channel was open is forgotten too.
             keys.forget_all();
             runs.opened();
