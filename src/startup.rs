@@ -1,7 +1,10 @@
 //! Builds the application: configuration → database (migrated) → actors → HTTP server. Tests
 //! build it on port 0 and read the port back.
 
-use payroll_actors::{runtime::InRuntime as _, telemetry::CountedSend};
+use payroll_actors::{
+    runtime::{ArbiterGuard, InRuntime as _},
+    telemetry::CountedSend,
+};
 use std::{net::TcpListener, path::Path, sync::Arc, time::Duration};
 
 use actix::Actor;
@@ -28,7 +31,7 @@ use payroll_actors::{
     webhook::{
         secret_box::SecretBox,
         settings::WebhookDeps,
-        supervisor::{ArbiterGuard, WebhookSupervisor},
+        supervisor::WebhookSupervisor,
     },
 };
 use payroll_entities::{ActorType, api_key, db::Db, time};
@@ -78,6 +81,8 @@ pub struct Application {
     state: web::Data<AppState>,
     /// The webhook dispatchers' thread, stopped with the application.
     _webhook_arbiter: ArbiterGuard,
+    /// The announcement listener's thread (PostgreSQL).
+    _listener_arbiter: Option<ArbiterGuard>,
     /// This instance's id: its run leases are given up when it stops.
     lease: LeaseSettings,
     /// SQLite: the lock that keeps a second server off this database file.
@@ -264,20 +269,18 @@ impl Application {
             actors,
             crate::openapi::document_json(),
         ));
-        if let Some(changes) = state.run_changes.clone() {
-            // Keys revoked or rotated and runs changed on any instance are heard here as the
-            // change commits.
+        // Keys revoked or rotated and runs changed on any instance are heard as the change
+        // commits, on a thread of its own: a read waiting for its barrier to be heard back
+        // waits for nothing else this process does (the audit writer's batches, run actors).
+        let listener_arbiter = state.run_changes.clone().map(|changes| {
             let pool = state.db.conn.get_postgres_connection_pool().clone();
-            // Dropped inside its runtime: a task torn down mid-query holds a connection.
-            actix_web::rt::spawn(
-                crate::http::announcements::listen(
-                    pool,
-                    state.verified_keys.clone(),
-                    changes.clone(),
-                )
-                .in_runtime(),
-            );
-        }
+            let keys = state.verified_keys.clone();
+            let arbiter = ArbiterGuard::new(actix::Arbiter::new());
+            arbiter.spawn_made_there(move || {
+                crate::http::announcements::listen(pool, keys, changes)
+            });
+            arbiter
+        });
         if state.db.backend() == sea_orm::DatabaseBackend::Sqlite {
             actix_web::rt::spawn(checkpoint_log(state.db.clone()).in_runtime());
         }
@@ -317,6 +320,7 @@ impl Application {
             server,
             state,
             _webhook_arbiter: webhook_arbiter,
+            _listener_arbiter: listener_arbiter,
             lease,
             _sqlite_lock: sqlite_lock,
         })

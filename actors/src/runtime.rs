@@ -13,6 +13,37 @@ use std::{
     task::{Context, Poll},
 };
 
+/// An arbiter (a thread with a runtime of its own), stopped with everything on it when this is
+/// dropped.
+pub struct ArbiterGuard(Option<actix::Arbiter>);
+
+impl ArbiterGuard {
+    pub fn new(arbiter: actix::Arbiter) -> ArbiterGuard {
+        ArbiterGuard(Some(arbiter))
+    }
+
+    /// Spawns the future made by `make` on this arbiter, made there (so it is dropped inside
+    /// that runtime, see [`InRuntime`]).
+    pub fn spawn_made_there<F>(&self, make: impl FnOnce() -> F + Send + 'static)
+    where
+        F: Future<Output = ()> + 'static,
+    {
+        if let Some(arbiter) = &self.0 {
+            arbiter.spawn_fn(move || {
+                actix::spawn(make().in_runtime());
+            });
+        }
+    }
+}
+
+impl Drop for ArbiterGuard {
+    fn drop(&mut self) {
+        if let Some(arbiter) = self.0.take() {
+            arbiter.stop();
+        }
+    }
+}
+
 /// A future dropped inside the runtime it was made on.
 pub struct WithRuntime<F> {
     handle: Option<tokio::runtime::Handle>,

@@ -7,7 +7,7 @@ use std::{collections::HashMap, time::Duration};
 
 use actix::prelude::*;
 
-use crate::runtime::InRuntime;
+use crate::runtime::{ArbiterGuard, InRuntime};
 
 use super::{
     dispatcher::{Reload, Retire, Wake, WebhookDispatcher},
@@ -19,17 +19,6 @@ use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 
 /// How often the supervisor looks for due deliveries on its own.
 const SCAN_INTERVAL: Duration = Duration::from_secs(2);
-
-/// Stops the webhook arbiter (and with it every dispatcher) when dropped.
-pub struct ArbiterGuard(Option<Arbiter>);
-
-impl Drop for ArbiterGuard {
-    fn drop(&mut self) {
-        if let Some(arbiter) = self.0.take() {
-            arbiter.stop();
-        }
-    }
-}
 
 pub struct WebhookSupervisor {
     deps: WebhookDeps,
@@ -64,7 +53,7 @@ impl WebhookSupervisor {
                 addr.counted_do_send(DeliveriesCommitted { endpoint_ids });
             }
         });
-        (addr, ArbiterGuard(Some(arbiter)))
+        (addr, ArbiterGuard::new(arbiter))
     }
 
     fn dispatcher(
