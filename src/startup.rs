@@ -28,11 +28,7 @@ use payroll_actors::{
         manager::{RunManager, StopRuns},
         window as run_window,
     },
-    webhook::{
-        secret_box::SecretBox,
-        settings::WebhookDeps,
-        supervisor::WebhookSupervisor,
-    },
+    webhook::{secret_box::SecretBox, settings::WebhookDeps, supervisor::WebhookSupervisor},
 };
 use payroll_entities::{ActorType, api_key, db::Db, time};
 use payroll_migration::{Migrator, MigratorTrait};
@@ -276,9 +272,8 @@ impl Application {
             let pool = state.db.conn.get_postgres_connection_pool().clone();
             let keys = state.verified_keys.clone();
             let arbiter = ArbiterGuard::new(actix::Arbiter::new());
-            arbiter.spawn_made_there(move || {
-                crate::http::announcements::listen(pool, keys, changes)
-            });
+            arbiter
+                .spawn_made_there(move || crate::http::announcements::listen(pool, keys, changes));
             arbiter
         });
         if state.db.backend() == sea_orm::DatabaseBackend::Sqlite {

@@ -165,10 +165,18 @@ impl Drop for Handling {
 /// senders that can say no, the API's handlers, are refused rather than queue more.
 pub const MAILBOX_LIMIT: i64 = 4096;
 
-/// A kind of actor has [`MAILBOX_LIMIT`] messages waiting: the message was not sent.
+/// The audit writer's bound, larger: an entry waiting is a few hundred bytes, and 16,384 of
+/// them are a fifth of a second of reads at 80,000 a second, time for one batch write held up
+/// (a checkpoint of SQLite's log, a slow flush of PostgreSQL's) to end without a read refused.
+pub const AUDIT_BACKLOG_LIMIT: i64 = 16_384;
+
+/// A kind of actor has `limit` messages waiting: the message was not sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the {} has {MAILBOX_LIMIT} messages waiting", .0.as_str())]
-pub struct Overloaded(pub ActorKind);
+#[error("the {} has {limit} messages waiting", .kind.as_str())]
+pub struct Overloaded {
+    pub kind: ActorKind,
+    pub limit: i64,
+}
 
 /// Messages now waiting for actors of this kind, in this process.
 pub fn mailbox_depth(kind: ActorKind) -> i64 {
@@ -183,7 +191,7 @@ pub fn admit(kind: ActorKind, limit: i64) -> Result<(), Overloaded> {
     }
     metrics::counter!("payroll_actor_messages_refused_total", "actor" => kind.as_str())
         .increment(1);
-    Err(Overloaded(kind))
+    Err(Overloaded { kind, limit })
 }
 
 /// Sending that counts the message into the receiver's mailbox depth.
@@ -344,7 +352,10 @@ mod tests {
             .collect();
         assert_eq!(
             addr.bounded_send(Ping(9), limit).err(),
-            Some(Overloaded(ActorKind::Mailer))
+            Some(Overloaded {
+                kind: ActorKind::Mailer,
+                limit
+            })
         );
         let mut answers = Vec::new();
         for request in queued {

@@ -5,7 +5,7 @@
 //! sets the request id, completes error bodies, and records the audit entry of every API
 //! request that did not commit its own.
 
-use payroll_actors::telemetry::{self, ActorKind, MAILBOX_LIMIT};
+use payroll_actors::telemetry::{self, AUDIT_BACKLOG_LIMIT, ActorKind};
 use std::rc::Rc;
 
 use actix_web::{
@@ -125,7 +125,7 @@ async fn gate_request<B: MessageBody + 'static>(
     };
     // The audit writer is behind: refused before any work, and (so the backlog stops growing)
     // not audited; payroll_actor_messages_refused_total counts these.
-    if let Err(overloaded) = telemetry::admit(ActorKind::AuditWriter, MAILBOX_LIMIT) {
+    if let Err(overloaded) = telemetry::admit(ActorKind::AuditWriter, AUDIT_BACKLOG_LIMIT) {
         let err = ApiError::from(overloaded);
         let res = req.into_response(err.response(Some(&request_id)));
         return Ok(finish(res, &request_id));

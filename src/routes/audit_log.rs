@@ -1,7 +1,7 @@
 //! `/audit-log`: every API request, system action and admin command (scope `audit:read`).
 
 use actix_web::HttpResponse;
-use payroll_actors::telemetry::MAILBOX_LIMIT;
+use payroll_actors::telemetry::AUDIT_BACKLOG_LIMIT;
 use payroll_actors::views::Timestamp;
 use payroll_entities::{ActorType, audit_entry};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
@@ -84,7 +84,10 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         "offset",
     ])?;
     // Entries of earlier reads and refusals may still be in the writer's batch.
-    req.state().audit.bounded_flush(MAILBOX_LIMIT)?.await?;
+    req.state()
+        .audit
+        .bounded_flush(AUDIT_BACKLOG_LIMIT)?
+        .await?;
 
     let mut select = audit_entry::Entity::find();
     if let Some(id) = api_key_id {
