@@ -334,20 +334,29 @@ impl Application {
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let handle = self.server.handle();
         let mut serving = actix_web::rt::spawn(self.server);
-        tokio::select! {
+        let ended_alone = tokio::select! {
             ended = &mut serving => {
                 ended.context("the HTTP server failed")??;
-                return Ok(());
+                true
             }
-            signal = stop_signal() => signal?,
-        }
-        tracing::info!("stopping: new requests are refused; those in flight finish");
-        let drained = self.state.drain.stop(REQUESTS_TIMEOUT).await;
-        if drained {
-            tracing::info!("stopping: requests are done; pausing runs");
+            signal = stop_signal() => {
+                signal?;
+                false
+            }
+        };
+        let drained = if ended_alone {
+            tracing::warn!("the HTTP server stopped by itself; pausing runs");
+            true
         } else {
-            tracing::warn!("stopping: requests still in flight after 30 s; pausing runs");
-        }
+            tracing::info!("stopping: new requests are refused; those in flight finish");
+            let drained = self.state.drain.stop(REQUESTS_TIMEOUT).await;
+            if drained {
+                tracing::info!("stopping: requests are done; pausing runs");
+            } else {
+                tracing::warn!("stopping: requests still in flight after 30 s; pausing runs");
+            }
+            drained
+        };
         let state = self.state.clone();
         let lease = self.lease.clone();
         let settle = async move {
@@ -385,10 +394,12 @@ impl Application {
             Ok(Err(err)) => tracing::warn!(error = %err, "audit entries not flushed at shutdown"),
             Err(_) => tracing::warn!("audit entries not flushed in time"),
         }
-        // Nothing in flight is left to wait for unless the drain ran out of time.
-        handle.stop(drained).await;
-        if let Err(err) = serving.await {
-            tracing::warn!(error = %err, "the HTTP server did not stop cleanly");
+        if !ended_alone {
+            // Nothing in flight is left to wait for unless the drain ran out of time.
+            handle.stop(drained).await;
+            if let Err(err) = serving.await {
+                tracing::warn!(error = %err, "the HTTP server did not stop cleanly");
+            }
         }
         tracing::info!(at = %time::format(&time::now()), "stopped");
         Ok(())
