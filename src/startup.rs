@@ -195,6 +195,7 @@ impl Application {
             ),
         };
         let exchange_provider = provider.name();
+        let lookups_read_history = provider.lookups_read_history();
         let (per_second, burst) = effective_limit(
             settings.exchange.withdrawals_per_second,
             settings.exchange.burst,
@@ -233,6 +234,7 @@ impl Application {
             mailer: Some(mailer.recipient()),
             runs: settings.runs.clone(),
             exchange_settings: settings.exchange.clone(),
+            lookups_read_history,
             test_run: settings.test_run.clone(),
             lease: lease.clone(),
         }))

@@ -54,13 +54,6 @@ pub const UNPACED_BATCH: usize = 512;
 pub const UNPACED_WINDOW: usize = 2 * UNPACED_BATCH;
 
 impl ExchangeSettings {
-    /// Whether a look-up can use the time of the first send among its client ids: OKX reads
-    /// its withdrawal history back to there. The sandbox finds each client id by its index,
-    /// so for it that time is not read.
-    pub fn lookups_read_history(&self) -> bool {
-        self.provider != "sandbox"
-    }
-
     /// Payouts a run keeps handed to the exchange: `in_flight_window`, and at least
     /// [`UNPACED_WINDOW`] when nothing paces withdrawals (`withdrawals_per_second = 0`): then
     /// every send goes out at once, and a larger window writes fewer, larger batches.

@@ -141,6 +141,13 @@ pub trait ExchangeProvider: Send + Sync {
         None
     }
 
+    /// Whether a look-up uses the time of the first send among its client ids (`sent_since`):
+    /// an exchange that reads its withdrawal history back to there. One that finds each client
+    /// id by itself (the sandbox, by its index) is not given it, and a run does not read it.
+    fn lookups_read_history(&self) -> bool {
+        true
+    }
+
     async fn balances(&self) -> Result<Balances, ExchangeError>;
 
     /// The fee and minimum withdrawal on `network` now, or `None` when the exchange cannot

@@ -308,6 +308,11 @@ impl ExchangeProvider for SandboxProvider {
         "sandbox"
     }
 
+    /// Each client id is found by the index of withdrawals: no history is read.
+    fn lookups_read_history(&self) -> bool {
+        false
+    }
+
     async fn balances(&self) -> Result<Balances, ExchangeError> {
         let tx = self.db.begin_write().await?;
         lock_sandbox(&tx).await?;

@@ -21,6 +21,8 @@ pub struct RunDeps {
     pub mailer: Option<Recipient<OutboxChanged>>,
     pub runs: RunsSettings,
     pub exchange_settings: ExchangeSettings,
+    /// The provider's [`ExchangeProvider::lookups_read_history`](crate::exchange::ExchangeProvider::lookups_read_history).
+    pub lookups_read_history: bool,
     pub test_run: TestRunSettings,
     /// This instance's id and lease duration.
     pub lease: LeaseSettings,

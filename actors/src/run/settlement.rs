@@ -343,7 +343,7 @@ pub async fn record_results(
 /// What the exchange knows of these client ids (its history, batched where it allows).
 pub async fn look_up(deps: &RunDeps, client_ids: Vec<String>) -> Result<Looked, RunError> {
     let asked_at = time::now();
-    let sent_since = if deps.exchange_settings.lookups_read_history() {
+    let sent_since = if deps.lookups_read_history {
         store::first_sent(&deps.db, &client_ids).await?
     } else {
         None
