@@ -44,9 +44,14 @@ const CLAIM: chrono::Duration = chrono::Duration::seconds(30);
 
 /// Queues one notification per payout of `job_id` (its payouts hold the job already), in the
 /// caller's transaction, as one `INSERT … SELECT`: nothing of the payouts travels to the
-/// server and back. A message's outbox id and `Message-ID` are its payout's id and attempt,
+/// server and back. The job's payouts are read among its run's (`run_id`), through the
+/// run's index: no index names the job, and every payout ever written is not to be read. A message's outbox id and `Message-ID` are its payout's id and attempt,
 /// so a (payout, attempt) can never be queued twice: `eml_<payout ulid>-<attempt>`.
-pub async fn enqueue_job<C: ConnectionTrait>(conn: &C, job_id: &str) -> Result<(), DbErr> {
+pub async fn enqueue_job<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    job_id: &str,
+) -> Result<(), DbErr> {
     use email_outbox::Column as O;
     let now = time::now();
     // `eml_` and the payout id after its prefix (SQL's `substr` counts from 1): constants of
@@ -70,6 +75,7 @@ pub async fn enqueue_job<C: ConnectionTrait>(conn: &C, job_id: &str) -> Result<(
         .expr(Expr::value(now))
         .expr(Expr::value(Option::<DateTime<Utc>>::None))
         .from(payout::Entity)
+        .and_where(payout::Column::PayrollRunId.eq(run_id))
         .and_where(payout::Column::JobId.eq(job_id));
     let mut insert = Query::insert();
     insert

@@ -324,7 +324,7 @@ async fn start_job(
     after: &mut payroll_run::Model,
     job: &mut job::Model,
 ) -> Result<(), RunError> {
-    mailer::enqueue_job(&**tx, &job.id).await?;
+    mailer::enqueue_job(&**tx, &job.payroll_run_id, &job.id).await?;
     after.status = next;
     after.current_job_id = Some(job.id.clone());
     store::save_run(&**tx, before_version, after).await?;
