@@ -71,6 +71,14 @@ async fn stop_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A stop signal after the first: it cuts the shutdown steps short. One that cannot be
+/// listened for never comes, and the steps run to their end.
+async fn second_signal() {
+    if stop_signal().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 pub struct Application {
     port: u16,
     server: Server,
@@ -332,13 +340,30 @@ impl Application {
     /// progress is answered and recorded, and withdrawals still waiting for a token are handed
     /// back (never sent); this instance's run leases are given up, so another instance takes
     /// its runs over at once; pending audit entries are written; last, the HTTP workers stop
-    /// (see [`crate::http::drain`] for why last). Each step is bounded.
+    /// (see [`crate::http::drain`] for why last). Each step is bounded, and a second signal
+    /// cuts them short: what is unfinished then is what a `kill -9` would leave.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        let handle = self.server.handle();
-        let mut serving = actix_web::rt::spawn(self.server);
+        // The threads and the SQLite lock are held to the end of this function.
+        let Application {
+            port: _,
+            server,
+            state,
+            _webhook_arbiter,
+            _listener_arbiter,
+            lease,
+            _sqlite_lock,
+        } = self;
+        let handle = server.handle();
+        let mut serving = actix_web::rt::spawn(server);
+        // The server's own failure is returned once the runs are settled, not before.
+        let mut failed: Option<anyhow::Error> = None;
         let ended_alone = tokio::select! {
             ended = &mut serving => {
-                ended.context("the HTTP server failed")??;
+                match ended {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => failed = Some(anyhow::Error::new(err).context("the HTTP server failed")),
+                    Err(err) => failed = Some(anyhow::Error::new(err).context("the HTTP server failed")),
+                }
                 true
             }
             signal = stop_signal() => {
@@ -346,66 +371,93 @@ impl Application {
                 false
             }
         };
+        let steps = stop_steps(&state, &lease, ended_alone);
         let drained = if ended_alone {
+            // The workers are gone already: a record may fail on a connection one of them
+            // opened; what is unfinished is looked up after the restart.
             tracing::warn!("the HTTP server stopped by itself; pausing runs");
-            true
+            steps.await
         } else {
-            tracing::info!("stopping: new requests are refused; those in flight finish");
-            let drained = self.state.drain.stop(REQUESTS_TIMEOUT).await;
-            if drained {
-                tracing::info!("stopping: requests are done; pausing runs");
-            } else {
-                tracing::warn!("stopping: requests still in flight after 30 s; pausing runs");
-            }
-            drained
-        };
-        let state = self.state.clone();
-        let lease = self.lease.clone();
-        let settle = async move {
-            state.runs.counted_send(StopRuns::Pause).await.ok();
-            let unsent = state
-                .exchange
-                .counted_send(StopSending)
-                .await
-                .unwrap_or_default();
-            state.runs.counted_send(StopRuns::Quiesce).await.ok();
-            match run_window::hand_back(&state.db, &lease, &unsent).await {
-                Ok(n) if n > 0 => {
-                    tracing::info!(payouts = n, "withdrawals never sent were handed back")
-                }
-                Ok(_) => {}
-                Err(err) => {
-                    tracing::warn!(error = %err, "unsent withdrawals not handed back; they are looked up after the restart")
+            tokio::select! {
+                drained = steps => drained,
+                _ = second_signal() => {
+                    tracing::warn!(
+                        "stopping now (a second stop signal); what is unfinished is looked up after the restart"
+                    );
+                    false
                 }
             }
         };
-        if tokio::time::timeout(SETTLE_TIMEOUT, settle).await.is_err() {
-            tracing::warn!(
-                "runs did not settle in time; what is unfinished is looked up after the restart"
-            );
-        }
-        match lease::release_all(&self.state.db, &self.lease).await {
-            Ok(n) if n > 0 => tracing::info!(runs = n, "run leases given up"),
-            Ok(_) => {}
-            Err(err) => {
-                tracing::warn!(error = %err, "run leases not given up; they expire on their own")
-            }
-        }
-        match tokio::time::timeout(SETTLE_TIMEOUT, self.state.audit.flush()).await {
-            Ok(Ok(_)) => {}
-            Ok(Err(err)) => tracing::warn!(error = %err, "audit entries not flushed at shutdown"),
-            Err(_) => tracing::warn!("audit entries not flushed in time"),
-        }
         if !ended_alone {
             // Nothing in flight is left to wait for unless the drain ran out of time.
             handle.stop(drained).await;
-            if let Err(err) = serving.await {
-                tracing::warn!(error = %err, "the HTTP server did not stop cleanly");
+            match serving.await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => {
+                    tracing::warn!(error = %err, "the HTTP server did not stop cleanly")
+                }
+                Err(err) => tracing::warn!(error = %err, "the HTTP server did not stop cleanly"),
             }
         }
         tracing::info!(at = %time::format(&time::now()), "stopped");
-        Ok(())
+        match failed {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }
     }
+}
+
+/// Every shutdown step before the HTTP workers stop; whether the requests in flight
+/// finished.
+async fn stop_steps(state: &web::Data<AppState>, lease: &LeaseSettings, ended_alone: bool) -> bool {
+    let drained = if ended_alone {
+        true
+    } else {
+        tracing::info!("stopping: new requests are refused; those in flight finish");
+        let drained = state.drain.stop(REQUESTS_TIMEOUT).await;
+        if drained {
+            tracing::info!("stopping: requests are done; pausing runs");
+        } else {
+            tracing::warn!("stopping: requests still in flight after 30 s; pausing runs");
+        }
+        drained
+    };
+    let settle = async {
+        state.runs.counted_send(StopRuns::Pause).await.ok();
+        let unsent = state
+            .exchange
+            .counted_send(StopSending)
+            .await
+            .unwrap_or_default();
+        state.runs.counted_send(StopRuns::Quiesce).await.ok();
+        match run_window::hand_back(&state.db, lease, &unsent).await {
+            Ok(n) if n > 0 => {
+                tracing::info!(payouts = n, "withdrawals never sent were handed back")
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::warn!(error = %err, "unsent withdrawals not handed back; they are looked up after the restart")
+            }
+        }
+    };
+    if tokio::time::timeout(SETTLE_TIMEOUT, settle).await.is_err() {
+        tracing::warn!(
+            "runs did not settle in time; what is unfinished is looked up after the restart"
+        );
+    }
+    match lease::release_all(&state.db, lease).await {
+        Ok(n) if n > 0 => tracing::info!(runs = n, "run leases given up"),
+        Ok(_) => {}
+        Err(err) => {
+            tracing::warn!(error = %err, "run leases not given up; they expire on their own")
+        }
+    }
+    match tokio::time::timeout(SETTLE_TIMEOUT, state.audit.flush()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(err)) => tracing::warn!(error = %err, "audit entries not flushed at shutdown"),
+        Err(_) => tracing::warn!("audit entries not flushed in time"),
+    }
+    drained
 }
 
 /// How often the SQLite write-ahead log is checkpointed from the side.

@@ -560,7 +560,7 @@ pub async fn unsent_of_job<C: ConnectionTrait>(
 
 /// The stuck payouts of a run, or of every run, oldest first. A payout is stuck only while its
 /// run pays (PAYING_OUT), so without a run only those runs' payouts are read, through the
-/// index on run and status: never the history of every run paid.
+/// index on the run: never the history of every run paid.
 pub async fn stuck_of<C: ConnectionTrait>(
     conn: &C,
     run_id: Option<&str>,
