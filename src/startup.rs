@@ -85,6 +85,8 @@ pub struct Application {
     state: web::Data<AppState>,
     /// The webhook dispatchers' thread, stopped with the application.
     _webhook_arbiter: ArbiterGuard,
+    /// The mailer's thread, stopped with the application.
+    _mailer_arbiter: ArbiterGuard,
     /// The announcement listener's thread (PostgreSQL).
     _listener_arbiter: Option<ArbiterGuard>,
     /// This instance's id: its run leases are given up when it stops.
@@ -231,9 +233,10 @@ impl Application {
         let lease = LeaseSettings::new(Duration::from_millis(settings.runs.lease_ttl_ms));
         let exchange = ExchangeActor::new(provider, limit, db.clone(), lease.owner.clone()).start();
         let funds = FundsDesk::new(db.clone(), exchange.clone());
-        let mailer = Mailer::new(db.clone(), settings.email.clone(), &settings.data.dir)
-            .context("email settings")?
-            .start();
+        let (mailer, mailer_arbiter) =
+            Mailer::new(db.clone(), settings.email.clone(), &settings.data.dir)
+                .context("email settings")?
+                .start_on_own_arbiter();
         tracing::info!(instance = %lease.owner, "instance id");
         let runs = RunManager::new(Arc::new(RunDeps {
             db: db.clone(),
@@ -325,6 +328,7 @@ impl Application {
             server,
             state,
             _webhook_arbiter: webhook_arbiter,
+            _mailer_arbiter: mailer_arbiter,
             _listener_arbiter: listener_arbiter,
             lease,
             _sqlite_lock: sqlite_lock,
@@ -349,6 +353,7 @@ impl Application {
             server,
             state,
             _webhook_arbiter,
+            _mailer_arbiter,
             _listener_arbiter,
             lease,
             _sqlite_lock,

@@ -13,7 +13,7 @@ use std::{
 
 use actix::prelude::*;
 
-use crate::runtime::InRuntime;
+use crate::runtime::{ArbiterGuard, InRuntime, run_in_background};
 use chrono::{DateTime, Utc};
 use lettre::{
     AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
@@ -186,6 +186,16 @@ impl Mailer {
             draining: false,
             again: false,
         })
+    }
+
+    /// Starts the mailer on an arbiter (thread) of its own, at a lower scheduling priority:
+    /// rendering messages, writing them and recording each send never wait behind a run's
+    /// steps on the main thread, and under a busy processor they yield to the runs.
+    pub fn start_on_own_arbiter(self) -> (Addr<Mailer>, ArbiterGuard) {
+        let arbiter = Arbiter::new();
+        arbiter.spawn_fn(run_in_background);
+        let addr = Mailer::start_in_arbiter(&arbiter.handle(), move |_| self);
+        (addr, ArbiterGuard::new(arbiter))
     }
 
     fn drain(&mut self, ctx: &mut Context<Self>) {
