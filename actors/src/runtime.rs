@@ -80,27 +80,6 @@ pub trait InRuntime: Future + Sized {
 
 impl<F: Future> InRuntime for F {}
 
-/// How much nicer than the rest of the process a background thread runs.
-pub const BACKGROUND_NICENESS: i32 = 10;
-
-/// Lowers the calling thread's scheduling priority by [`BACKGROUND_NICENESS`] (Linux, where a
-/// thread has a priority of its own; elsewhere nothing changes). Threads it starts afterwards,
-/// such as its runtime's blocking pool that writes files, inherit it. Under a busy processor
-/// the thread yields to the rest of the process and to the database; on an idle one it runs
-/// as fast as before.
-pub fn run_in_background() {
-    #[cfg(target_os = "linux")]
-    {
-        use rustix::{process, thread};
-        let tid = thread::gettid();
-        let now = process::getpriority_process(Some(tid)).unwrap_or(0);
-        let nicer = (now + BACKGROUND_NICENESS).min(19);
-        if let Err(err) = process::setpriority_process(Some(tid), nicer) {
-            tracing::warn!(error = %err, "a background thread's priority was not lowered");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::InRuntime;
@@ -128,29 +107,5 @@ mod tests {
         drop(runtime);
         assert!(tokio::runtime::Handle::try_current().is_err());
         drop(future);
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn a_background_thread_runs_nicer_than_the_rest() {
-        use rustix::{process, thread};
-        let before = process::getpriority_process(None).expect("own priority");
-        let (inside, after) = std::thread::spawn(|| {
-            let tid = thread::gettid();
-            super::run_in_background();
-            let inside = process::getpriority_process(Some(tid)).expect("thread priority");
-            // A thread it starts afterwards inherits its priority.
-            let child = std::thread::spawn(|| process::getpriority_process(None).expect("child"))
-                .join()
-                .expect("child thread");
-            (inside, child)
-        })
-        .join()
-        .expect("thread");
-        let expected = (before + super::BACKGROUND_NICENESS).min(19);
-        assert_eq!(inside, expected);
-        assert_eq!(after, expected);
-        // The calling thread keeps its own.
-        assert_eq!(process::getpriority_process(None).expect("own"), before);
     }
 }

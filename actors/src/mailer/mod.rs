@@ -13,7 +13,7 @@ use std::{
 
 use actix::prelude::*;
 
-use crate::runtime::{ArbiterGuard, InRuntime, run_in_background};
+use crate::runtime::{ArbiterGuard, InRuntime};
 use chrono::{DateTime, Utc};
 use lettre::{
     AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
@@ -45,8 +45,9 @@ const CLAIM: chrono::Duration = chrono::Duration::seconds(30);
 /// Queues one notification per payout of `job_id` (its payouts hold the job already), in the
 /// caller's transaction, as one `INSERT … SELECT`: nothing of the payouts travels to the
 /// server and back. The job's payouts are read among its run's (`run_id`), through the
-/// run's index: no index names the job, and every payout ever written is not to be read. A message's outbox id and `Message-ID` are its payout's id and attempt,
-/// so a (payout, attempt) can never be queued twice: `eml_<payout ulid>-<attempt>`.
+/// run's index: no index names the job, and every payout ever written is not to be read. A
+/// message's outbox id and `Message-ID` are its payout's id and attempt, so a (payout,
+/// attempt) can never be queued twice: `eml_<payout ulid>-<attempt>`.
 pub async fn enqueue_job<C: ConnectionTrait>(
     conn: &C,
     run_id: &str,
@@ -188,12 +189,12 @@ impl Mailer {
         })
     }
 
-    /// Starts the mailer on an arbiter (thread) of its own, at a lower scheduling priority:
-    /// rendering messages, writing them and recording each send never wait behind a run's
-    /// steps on the main thread, and under a busy processor they yield to the runs.
+    /// Starts the mailer on an arbiter (thread) of its own: rendering messages and recording
+    /// each send never wait behind a run's steps on the main thread, nor hold them up. Its
+    /// priority stays the process's: a pooled PostgreSQL connection it opened is driven by its
+    /// runtime for whoever uses it, so a thread made to yield would slow the runs' statements.
     pub fn start_on_own_arbiter(self) -> (Addr<Mailer>, ArbiterGuard) {
         let arbiter = Arbiter::new();
-        arbiter.spawn_fn(run_in_background);
         let addr = Mailer::start_in_arbiter(&arbiter.handle(), move |_| self);
         (addr, ArbiterGuard::new(arbiter))
     }
