@@ -364,11 +364,7 @@ impl Application {
         let mut failed: Option<anyhow::Error> = None;
         let ended_alone = tokio::select! {
             ended = &mut serving => {
-                match ended {
-                    Ok(Ok(())) => {}
-                    Ok(Err(err)) => failed = Some(anyhow::Error::new(err).context("the HTTP server failed")),
-                    Err(err) => failed = Some(anyhow::Error::new(err).context("the HTTP server failed")),
-                }
+                failed = server_result(ended).context("the HTTP server failed").err();
                 true
             }
             signal = stop_signal() => {
@@ -396,12 +392,8 @@ impl Application {
         if !ended_alone {
             // Nothing in flight is left to wait for unless the drain ran out of time.
             handle.stop(drained).await;
-            match serving.await {
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => {
-                    tracing::warn!(error = %err, "the HTTP server did not stop cleanly")
-                }
-                Err(err) => tracing::warn!(error = %err, "the HTTP server did not stop cleanly"),
+            if let Err(err) = server_result(serving.await) {
+                tracing::warn!(error = %err, "the HTTP server did not stop cleanly");
             }
         }
         tracing::info!(at = %time::format(&time::now()), "stopped");
@@ -410,6 +402,11 @@ impl Application {
             None => Ok(()),
         }
     }
+}
+
+/// The HTTP server task's outcome: its own error, or the task's (a panic).
+fn server_result(ended: Result<std::io::Result<()>, tokio::task::JoinError>) -> anyhow::Result<()> {
+    Ok(ended??)
 }
 
 /// Every shutdown step before the HTTP workers stop; whether the requests in flight

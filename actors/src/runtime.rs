@@ -22,6 +22,19 @@ impl ArbiterGuard {
         ArbiterGuard(Some(arbiter))
     }
 
+    /// Starts the actor `make` builds on an arbiter of its own (made there), with the guard
+    /// that stops that arbiter.
+    pub fn start_actor<A>(
+        make: impl FnOnce() -> A + Send + 'static,
+    ) -> (actix::Addr<A>, ArbiterGuard)
+    where
+        A: actix::Actor<Context = actix::Context<A>>,
+    {
+        let arbiter = actix::Arbiter::new();
+        let addr = A::start_in_arbiter(&arbiter.handle(), move |_| make());
+        (addr, ArbiterGuard::new(arbiter))
+    }
+
     /// Spawns the future made by `make` on this arbiter, made there (so it is dropped inside
     /// that runtime, see [`InRuntime`]).
     pub fn spawn_made_there<F>(&self, make: impl FnOnce() -> F + Send + 'static)

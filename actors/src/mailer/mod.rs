@@ -194,9 +194,7 @@ impl Mailer {
     /// priority stays the process's: a pooled PostgreSQL connection it opened is driven by its
     /// runtime for whoever uses it, so a thread made to yield would slow the runs' statements.
     pub fn start_on_own_arbiter(self) -> (Addr<Mailer>, ArbiterGuard) {
-        let arbiter = Arbiter::new();
-        let addr = Mailer::start_in_arbiter(&arbiter.handle(), move |_| self);
-        (addr, ArbiterGuard::new(arbiter))
+        ArbiterGuard::start_actor(move || self)
     }
 
     fn drain(&mut self, ctx: &mut Context<Self>) {

@@ -43,17 +43,14 @@ impl WebhookSupervisor {
     /// deliveries tell it. The arbiter stops when the returned guard is dropped.
     pub fn start_on_own_arbiter(deps: WebhookDeps) -> (Addr<WebhookSupervisor>, ArbiterGuard) {
         let db = deps.db.clone();
-        let arbiter = Arbiter::new();
-        let addr = WebhookSupervisor::start_in_arbiter(&arbiter.handle(), move |_| {
-            WebhookSupervisor::new(deps)
-        });
+        let (addr, guard) = ArbiterGuard::start_actor(move || WebhookSupervisor::new(deps));
         let notify = addr.downgrade();
         db.after_commit(move |endpoint_ids| {
             if let Some(addr) = notify.upgrade() {
                 addr.counted_do_send(DeliveriesCommitted { endpoint_ids });
             }
         });
-        (addr, ArbiterGuard::new(arbiter))
+        (addr, guard)
     }
 
     fn dispatcher(
