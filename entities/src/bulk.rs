@@ -3,7 +3,8 @@
 
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ColumnType, ConnectionTrait, DatabaseBackend, DbErr,
-    EntityTrait, Iden, Iterable, Statement, Value, sea_query::OnConflict,
+    EntityTrait, Iden, Iterable, Statement, Value,
+    sea_query::{ArrayType, OnConflict},
 };
 
 /// Bind parameters per statement: under SQLite's 32,766 and PostgreSQL's 65,535.
@@ -68,6 +69,31 @@ where
     A: ActiveModelTrait,
     C: ConnectionTrait,
 {
+    let (columns, values) = model_rows(rows)?;
+    insert_values_then::<A::Entity, C>(conn, &columns, values, "").await
+}
+
+/// As [`insert_models`], leaving out each row whose `unique` column holds a value the table
+/// has (`ON CONFLICT (unique) DO NOTHING`). Returns the rows written.
+pub async fn insert_models_skipping_conflicts<A, C>(
+    conn: &C,
+    rows: impl IntoIterator<Item = A>,
+    unique: <A::Entity as EntityTrait>::Column,
+) -> Result<u64, DbErr>
+where
+    A: ActiveModelTrait,
+    C: ConnectionTrait,
+{
+    let (columns, values) = model_rows(rows)?;
+    let suffix = format!(" ON CONFLICT (\"{}\") DO NOTHING", unique.to_string());
+    insert_values_then::<A::Entity, C>(conn, &columns, values, &suffix).await
+}
+
+/// Every column of each model (made whole), its values moved out, JSON as text.
+#[allow(clippy::type_complexity)]
+fn model_rows<A: ActiveModelTrait>(
+    rows: impl IntoIterator<Item = A>,
+) -> Result<(Vec<<A::Entity as EntityTrait>::Column>, Vec<Vec<Value>>), DbErr> {
     let columns: Vec<<A::Entity as EntityTrait>::Column> =
         <A::Entity as EntityTrait>::Column::iter().collect();
     let mut values = Vec::new();
@@ -87,7 +113,7 @@ where
         }
         values.push(row_values);
     }
-    insert_values::<A::Entity, C>(conn, &columns, values).await
+    Ok((columns, values))
 }
 
 /// Inserts `rows` into `columns` of entity `E` by plain multi-row statements, each value bound
@@ -97,6 +123,16 @@ pub async fn insert_values<E: EntityTrait, C: ConnectionTrait>(
     conn: &C,
     columns: &[E::Column],
     rows: Vec<Vec<Value>>,
+) -> Result<u64, DbErr> {
+    insert_values_then::<E, C>(conn, columns, rows, "").await
+}
+
+/// [`insert_values`], each statement ending in `suffix` (a conflict clause).
+async fn insert_values_then<E: EntityTrait, C: ConnectionTrait>(
+    conn: &C,
+    columns: &[E::Column],
+    rows: Vec<Vec<Value>>,
+    suffix: &str,
 ) -> Result<u64, DbErr> {
     let table = E::default().table_name();
     let backend = conn.get_database_backend();
@@ -111,10 +147,258 @@ pub async fn insert_values<E: EntityTrait, C: ConnectionTrait>(
         .collect();
     let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
     let width = columns.len().max(1);
+    if backend == DatabaseBackend::Postgres {
+        let names: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
+        let rows = match as_columnar(rows, width, &casts) {
+            Ok(chunks) => {
+                return execute_columnar(conn, chunks, |chunk| {
+                    insert_columnar_sql(table, &names, chunk, suffix)
+                })
+                .await;
+            }
+            Err(rows) => rows,
+        };
+        return in_statements(conn, table, width, MAX_PARAMETERS / width, rows, |size| {
+            insert_values_sql(backend, table, &columns, &casts, size) + suffix
+        })
+        .await;
+    }
     in_statements(conn, table, width, MAX_PARAMETERS / width, rows, |size| {
-        insert_values_sql(backend, table, &columns, &casts, size)
+        insert_values_sql(backend, table, &columns, &casts, size) + suffix
     })
     .await
+}
+
+/// `column IN (values)` for text values: on PostgreSQL `column = ANY($1)` with the values as
+/// one array, so the statement's text (and the plan a connection keeps for it) is the same
+/// whatever their count; on SQLite the usual list.
+pub fn one_of<C: ColumnTrait>(
+    backend: DatabaseBackend,
+    column: C,
+    values: impl IntoIterator<Item = String>,
+) -> sea_orm::sea_query::Expr {
+    use sea_orm::sea_query::{Expr, ExprTrait as _, extension::postgres::PgFunc};
+    match backend {
+        DatabaseBackend::Postgres => Expr::col(column.as_column_ref()).eq(PgFunc::any(Expr::val(
+            Value::from(values.into_iter().collect::<Vec<String>>()),
+        ))),
+        _ => column.is_in(values),
+    }
+}
+
+/// Rows per statement whose rows travel as arrays: a bound on one statement's size, not a
+/// limit of the database's (one array a column, whatever the count of rows).
+const ARRAY_ROWS_PER_STATEMENT: usize = 4096;
+
+/// What a column's values travel as on PostgreSQL: one array of them, the array's SQL type, and
+/// the value an array holds where the row has NULL (the row's NULL is then told by a `bool[]`
+/// beside it). None for kinds of value no array carries here.
+fn array_kind_of(value: &Value) -> Option<(ArrayType, &'static str)> {
+    Some(match value {
+        Value::String(_) => (ArrayType::String, "text[]"),
+        Value::BigInt(_) => (ArrayType::BigInt, "int8[]"),
+        Value::Int(_) => (ArrayType::Int, "int4[]"),
+        Value::Bool(_) => (ArrayType::Bool, "bool[]"),
+        Value::ChronoDateTimeUtc(_) => (ArrayType::ChronoDateTimeUtc, "timestamptz[]"),
+        _ => return None,
+    })
+}
+
+/// Whether a value of a kind an array carries is NULL.
+fn is_null(value: &Value) -> bool {
+    matches!(
+        value,
+        Value::String(None)
+            | Value::BigInt(None)
+            | Value::Int(None)
+            | Value::Bool(None)
+            | Value::ChronoDateTimeUtc(None)
+    )
+}
+
+/// The value an array holds in place of a NULL of this kind.
+fn stand_in(kind: &ArrayType) -> Value {
+    match kind {
+        ArrayType::BigInt => Value::BigInt(Some(0)),
+        ArrayType::Int => Value::Int(Some(0)),
+        ArrayType::Bool => Value::Bool(Some(false)),
+        ArrayType::ChronoDateTimeUtc => {
+            Value::ChronoDateTimeUtc(Some(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH))
+        }
+        _ => Value::String(Some(String::new())),
+    }
+}
+
+/// Rows bound as one array a column (PostgreSQL): the statement reads them as
+/// `UNNEST($1::text[], …) AS u(c0, …)`, whose text is the same whatever the count of rows, so
+/// it is parsed and planned once a connection.
+struct Columnar {
+    /// The arrays, in the order of their placeholders.
+    arrays: Vec<Value>,
+    /// For each column, the SQL of its value in a row (`u.c0`, or a `CASE` where it may be
+    /// NULL).
+    picks: Vec<String>,
+    /// `UNNEST(…) AS u(…)`.
+    from: String,
+}
+
+/// `rows` (each `width` values) as chunks of at most [`ARRAY_ROWS_PER_STATEMENT`] rows bound as
+/// arrays, or given back whole where a column's values are not all of one kind an array
+/// carries. The columns of `json` are JSON text, cast to `json`.
+fn as_columnar(
+    rows: Vec<Vec<Value>>,
+    width: usize,
+    json: &[bool],
+) -> Result<Vec<Columnar>, Vec<Vec<Value>>> {
+    let Some(first) = rows.first() else {
+        return Ok(Vec::new());
+    };
+    let Some(kinds) = first
+        .iter()
+        .map(array_kind_of)
+        .collect::<Option<Vec<_>>>()
+        .filter(|k| k.len() == width)
+    else {
+        return Err(rows);
+    };
+    let uniform = rows.iter().all(|row| {
+        row.len() == width
+            && row
+                .iter()
+                .zip(&kinds)
+                .all(|(v, (kind, _))| array_kind_of(v).is_some_and(|(k, _)| k == *kind))
+    });
+    if !uniform {
+        return Err(rows);
+    }
+    let nullable: Vec<bool> = (0..width)
+        .map(|c| rows.iter().any(|row| is_null(&row[c])))
+        .collect();
+    let mut chunks = Vec::with_capacity(rows.len().div_ceil(ARRAY_ROWS_PER_STATEMENT));
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        let mut values: Vec<Vec<Value>> = (0..width)
+            .map(|_| Vec::with_capacity(ARRAY_ROWS_PER_STATEMENT))
+            .collect();
+        let mut nulls: Vec<Vec<bool>> = nullable
+            .iter()
+            .map(|n| {
+                if *n {
+                    Vec::with_capacity(ARRAY_ROWS_PER_STATEMENT)
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
+        for row in rows.by_ref().take(ARRAY_ROWS_PER_STATEMENT) {
+            for (c, value) in row.into_iter().enumerate() {
+                if nullable[c] {
+                    nulls[c].push(is_null(&value));
+                }
+                values[c].push(if is_null(&value) {
+                    stand_in(&kinds[c].0)
+                } else {
+                    value
+                });
+            }
+        }
+        let mut arrays = Vec::with_capacity(width * 2);
+        let mut types = Vec::with_capacity(width * 2);
+        let mut aliases = Vec::with_capacity(width * 2);
+        let mut picks = Vec::with_capacity(width);
+        for (c, (column, (kind, sql_type))) in values.into_iter().zip(&kinds).enumerate() {
+            arrays.push(Value::Array(kind.clone(), Some(Box::new(column))));
+            types.push(*sql_type);
+            aliases.push(format!("c{c}"));
+            let value = if json.get(c).copied().unwrap_or(false) {
+                format!("CAST(u.c{c} AS json)")
+            } else {
+                format!("u.c{c}")
+            };
+            if nullable[c] {
+                let mask = std::mem::take(&mut nulls[c]);
+                arrays.push(Value::from(mask));
+                types.push("bool[]");
+                aliases.push(format!("n{c}"));
+                picks.push(format!("CASE WHEN u.n{c} THEN NULL ELSE {value} END"));
+            } else {
+                picks.push(value);
+            }
+        }
+        let placeholders: Vec<String> = types
+            .iter()
+            .enumerate()
+            .map(|(i, t)| format!("${}::{t}", i + 1))
+            .collect();
+        chunks.push(Columnar {
+            arrays,
+            picks,
+            from: format!(
+                "UNNEST({}) AS u({})",
+                placeholders.join(", "),
+                aliases.join(", ")
+            ),
+        });
+    }
+    Ok(chunks)
+}
+
+/// `INSERT INTO "t" ("a", …) SELECT u.c0, … FROM UNNEST(…) AS u(…)` and `suffix`: the
+/// statement of [`insert_values`] for rows bound as arrays. Only the entity's own names are
+/// written into it; every value is bound.
+fn insert_columnar_sql(table: &str, names: &[String], chunk: &Columnar, suffix: &str) -> String {
+    use std::fmt::Write as _;
+    let mut sql = String::with_capacity(128);
+    let _ = write!(
+        sql,
+        "INSERT INTO \"{table}\" ({}) SELECT {} FROM {}{suffix}",
+        names.join(", "),
+        chunk.picks.join(", "),
+        chunk.from
+    );
+    sql
+}
+
+/// `UPDATE "t" SET "a" = u.c1, … FROM UNNEST(…) AS u(…) WHERE "t"."key" = u.c0`: the
+/// statement of [`update_from_values`] for rows bound as arrays.
+fn update_columnar_sql(table: &str, key: &str, columns: &[&str], chunk: &Columnar) -> String {
+    use std::fmt::Write as _;
+    let mut sql = String::with_capacity(128);
+    let _ = write!(sql, "UPDATE \"{table}\" SET ");
+    for (i, (column, pick)) in columns.iter().zip(&chunk.picks[1..]).enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        let _ = write!(sql, "\"{column}\" = {pick}");
+    }
+    let _ = write!(
+        sql,
+        " FROM {} WHERE \"{table}\".\"{key}\" = {}",
+        chunk.from, chunk.picks[0]
+    );
+    sql
+}
+
+/// Executes one statement a chunk, its SQL written by `sql` from the chunk; returns the rows
+/// changed.
+async fn execute_columnar<C: ConnectionTrait>(
+    conn: &C,
+    chunks: Vec<Columnar>,
+    sql: impl Fn(&Columnar) -> String,
+) -> Result<u64, DbErr> {
+    let mut changed = 0;
+    for chunk in chunks {
+        let sql = sql(&chunk);
+        changed += conn
+            .execute_raw(Statement::from_sql_and_values(
+                DatabaseBackend::Postgres,
+                sql,
+                chunk.arrays,
+            ))
+            .await?
+            .rows_affected();
+    }
+    Ok(changed)
 }
 
 /// Executes `rows` (each `width` values) in statements of a few sizes, at most
@@ -207,6 +491,19 @@ pub async fn update_from_values<E: EntityTrait, C: ConnectionTrait>(
     let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
     let backend = conn.get_database_backend();
     let width = columns.len() + 1;
+    let rows = if backend == DatabaseBackend::Postgres {
+        match as_columnar(rows, width, &[]) {
+            Ok(chunks) => {
+                return execute_columnar(conn, chunks, |chunk| {
+                    update_columnar_sql(table, &key, &columns, chunk)
+                })
+                .await;
+            }
+            Err(rows) => rows,
+        }
+    } else {
+        rows
+    };
     let per_statement = UPDATE_ROWS_PER_STATEMENT.min(MAX_PARAMETERS / width);
     in_statements(conn, table, width, per_statement, rows, |size| {
         update_from_values_sql(backend, table, &key, &columns, size)
@@ -281,6 +578,75 @@ mod tests {
                 1
             ),
             "INSERT INTO \"events\" (\"id\", \"data\") VALUES (?, ?)"
+        );
+    }
+
+    #[test]
+    fn rows_of_one_kind_a_column_travel_as_arrays_with_their_nulls_told_apart() {
+        let rows = vec![
+            vec![
+                Value::from("a"),
+                Value::from(1i64),
+                Value::String(None),
+                Value::from("{}"),
+            ],
+            vec![
+                Value::from("b"),
+                Value::from(2i64),
+                Value::from("x"),
+                Value::from("[]"),
+            ],
+        ];
+        let chunks = as_columnar(rows, 4, &[false, false, false, true])
+            .unwrap_or_else(|_| panic!("rows of one kind a column"));
+        assert_eq!(chunks.len(), 1);
+        let chunk = &chunks[0];
+        // Four columns and one mask, for the column that holds a NULL.
+        assert_eq!(chunk.arrays.len(), 5);
+        assert_eq!(
+            chunk.from,
+            "UNNEST($1::text[], $2::int8[], $3::text[], $4::bool[], $5::text[]) AS u(c0, c1, c2, n2, c3)"
+        );
+        assert_eq!(
+            chunk.picks,
+            vec![
+                "u.c0",
+                "u.c1",
+                "CASE WHEN u.n2 THEN NULL ELSE u.c2 END",
+                "CAST(u.c3 AS json)"
+            ]
+        );
+        let names = vec![
+            "\"a\"".to_owned(),
+            "\"b\"".to_owned(),
+            "\"c\"".to_owned(),
+            "\"d\"".to_owned(),
+        ];
+        assert_eq!(
+            insert_columnar_sql("t", &names, chunk, " ON CONFLICT (\"a\") DO NOTHING"),
+            "INSERT INTO \"t\" (\"a\", \"b\", \"c\", \"d\") SELECT u.c0, u.c1, CASE WHEN u.n2 THEN NULL ELSE u.c2 END, CAST(u.c3 AS json) FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::bool[], $5::text[]) AS u(c0, c1, c2, n2, c3) ON CONFLICT (\"a\") DO NOTHING"
+        );
+        assert_eq!(
+            update_columnar_sql("t", "a", &["b", "c", "d"], chunk),
+            "UPDATE \"t\" SET \"b\" = u.c1, \"c\" = CASE WHEN u.n2 THEN NULL ELSE u.c2 END, \"d\" = CAST(u.c3 AS json) FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::bool[], $5::text[]) AS u(c0, c1, c2, n2, c3) WHERE \"t\".\"a\" = u.c0"
+        );
+    }
+
+    #[test]
+    fn rows_no_array_carries_are_given_back_whole() {
+        // A kind no array carries here, and a column whose kinds differ between rows.
+        let rows = vec![vec![Value::from(1.5f64)]];
+        assert!(as_columnar(rows, 1, &[]).is_err());
+        let rows = vec![vec![Value::from("a")], vec![Value::from(1i64)]];
+        assert_eq!(as_columnar(rows, 1, &[]).err().map(|r| r.len()), Some(2));
+        let rows: Vec<Vec<Value>> = (0..ARRAY_ROWS_PER_STATEMENT + 1)
+            .map(|i| vec![Value::from(i as i64)])
+            .collect();
+        let chunks = as_columnar(rows, 1, &[]).unwrap_or_else(|_| panic!("one kind"));
+        assert_eq!(
+            chunks.len(),
+            2,
+            "split past {ARRAY_ROWS_PER_STATEMENT} rows"
         );
     }
 

@@ -327,3 +327,172 @@ async fn no_two_payouts_hold_one_client_id() {
         );
     }
 }
+
+/// The multi-row writes the run's steps use (on PostgreSQL rows bound as one array a column):
+/// NULLs and values written as given, a conflict clause that leaves out known rows, updates
+/// that set some rows' columns to NULL and others' to values, and more rows than one statement
+/// carries.
+#[actix_web::test]
+async fn bulk_writes_keep_nulls_skip_conflicts_and_span_statements() {
+    use payroll_entities::{
+        Network, SandboxWithdrawalStatus, bulk, event, sandbox_withdrawal, time,
+    };
+    use sea_orm::{EntityTrait, IntoActiveModel, PaginatorTrait, QueryOrder, Value as V};
+
+    let app = crate::helpers::spawn_app().await;
+    let db = app.db().await;
+    let now = time::now();
+    let row = |n: usize, tx_hash: Option<&str>, failed: Option<&str>| sandbox_withdrawal::Model {
+        id: format!("sbx_bulk_{n}"),
+        client_id: format!("pay_bulk_{n}-1"),
+        amount_usd_cents: 100 + n as i64,
+        fee_usd_cents: 0,
+        network: Network::Base,
+        address: format!("0x{n:040}"),
+        status: SandboxWithdrawalStatus::Pending,
+        tx_hash: tx_hash.map(str::to_owned),
+        failed_reason: failed.map(str::to_owned),
+        created_at: now,
+        settles_at: now,
+    };
+    let first = [
+        row(1, Some("0xabc"), None),
+        row(2, None, None),
+        row(3, None, Some("refused")),
+    ];
+    let tx = db.begin_write().await.expect("tx");
+    let written = bulk::insert_models_skipping_conflicts(
+        &*tx,
+        first
+            .iter()
+            .cloned()
+            .map(IntoActiveModel::into_active_model),
+        sandbox_withdrawal::Column::ClientId,
+    )
+    .await
+    .expect("insert");
+    assert_eq!(written, 3);
+    // Ids 1 and 2 again (under other exchange ids) and a new one: only the new one is written.
+    let mut again = vec![
+        row(1, None, None),
+        row(2, Some("0xdef"), None),
+        row(4, None, None),
+    ];
+    again[0].id = "sbx_bulk_other_1".into();
+    again[1].id = "sbx_bulk_other_2".into();
+    let written = bulk::insert_models_skipping_conflicts(
+        &*tx,
+        again.into_iter().map(IntoActiveModel::into_active_model),
+        sandbox_withdrawal::Column::ClientId,
+    )
+    .await
+    .expect("insert again");
+    assert_eq!(written, 1);
+    // Settle: 1 loses its hash, 2 gains one, 3 keeps its reason, 4 fails.
+    use sandbox_withdrawal::Column as C;
+    let changed = bulk::update_from_values::<sandbox_withdrawal::Entity, _>(
+        &*tx,
+        C::Id,
+        &[C::Status, C::TxHash, C::FailedReason],
+        vec![
+            vec![
+                "sbx_bulk_1".into(),
+                "COMPLETED".into(),
+                V::String(None),
+                V::String(None),
+            ],
+            vec![
+                "sbx_bulk_2".into(),
+                "COMPLETED".into(),
+                "0x222".into(),
+                V::String(None),
+            ],
+            vec![
+                "sbx_bulk_3".into(),
+                "FAILED".into(),
+                V::String(None),
+                "refused".into(),
+            ],
+            vec![
+                "sbx_bulk_4".into(),
+                "FAILED".into(),
+                V::String(None),
+                "gone".into(),
+            ],
+        ],
+    )
+    .await
+    .expect("update");
+    assert_eq!(changed, 4);
+    tx.commit().await.expect("commit");
+    let found: Vec<(String, String, Option<String>, Option<String>)> =
+        sandbox_withdrawal::Entity::find()
+            .order_by_asc(C::Id)
+            .all(&db.conn)
+            .await
+            .expect("read")
+            .into_iter()
+            .filter(|w| w.id.starts_with("sbx_bulk_"))
+            .map(|w| (w.id, w.status.to_string(), w.tx_hash, w.failed_reason))
+            .collect();
+    let want = |id: &str, status: &str, hash: Option<&str>, reason: Option<&str>| {
+        (
+            id.to_owned(),
+            status.to_owned(),
+            hash.map(str::to_owned),
+            reason.map(str::to_owned),
+        )
+    };
+    assert_eq!(
+        found,
+        vec![
+            want("sbx_bulk_1", "COMPLETED", None, None),
+            want("sbx_bulk_2", "COMPLETED", Some("0x222"), None),
+            want("sbx_bulk_3", "FAILED", None, Some("refused")),
+            want("sbx_bulk_4", "FAILED", None, Some("gone")),
+        ]
+    );
+
+    // More events than one statement of arrays carries, their JSON read back as written.
+    let before = event::Entity::find().count(&db.conn).await.expect("count");
+    let rows: Vec<Vec<V>> = (0..5_000)
+        .map(|i| {
+            vec![
+                format!("evt_bulk_{i:05}").into(),
+                "payout.processing".into(),
+                format!("pay_bulk_{i}").into(),
+                now.into(),
+                format!(r#"{{"object":{{"n":{i},"note":"a \"quoted\" word"}}}}"#).into(),
+            ]
+        })
+        .collect();
+    let tx = db.begin_write().await.expect("tx");
+    let written = bulk::insert_values::<event::Entity, _>(
+        &*tx,
+        &[
+            event::Column::Id,
+            event::Column::EventType,
+            event::Column::ResourceId,
+            event::Column::CreatedAt,
+            event::Column::Data,
+        ],
+        rows,
+    )
+    .await
+    .expect("events");
+    tx.commit().await.expect("commit");
+    assert_eq!(written, 5_000);
+    assert_eq!(
+        event::Entity::find().count(&db.conn).await.expect("count"),
+        before + 5_000
+    );
+    let last = event::Entity::find_by_id("evt_bulk_04999".to_owned())
+        .one(&db.conn)
+        .await
+        .expect("read")
+        .expect("the last event");
+    assert_eq!(
+        last.data,
+        json!({"object": {"n": 4999, "note": "a \"quoted\" word"}})
+    );
+}

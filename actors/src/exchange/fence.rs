@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use chrono::{DateTime, Utc};
 use payroll_entities::{PayoutStatus, db::Db, payout, run_lease};
 use sea_orm::{
-    ColumnTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
-    sea_query::{Expr, ExprTrait as _},
+    ColumnTrait, Condition, ConnectionTrait as _, DbErr, EntityTrait as _, QueryFilter as _,
+    sea_query::{Expr, ExprTrait as _, LockType, Query},
 };
 
 /// Most ids per statement: a whole batch of sends.
@@ -19,6 +19,12 @@ const CHUNK: usize = 1000;
 
 /// Stamps the sends of these client ids whose payouts are still PENDING on that attempt, not
 /// stuck, and whose runs `owner` holds now; answers each stamped id with its send count.
+///
+/// One `UPDATE … RETURNING` a chunk. The lease is read by a subquery that shares-locks it
+/// (PostgreSQL; SQLite holds the database), so a takeover waits for this transaction, then
+/// sees every stamp it made. A transaction that ends a payout meanwhile (a job failing, a
+/// look-up settling it) either commits first, and the row, checked again as it is locked, no
+/// longer qualifies, or waits for this stamp and sees it.
 pub async fn stamp_sends(
     db: &Db,
     owner: &str,
@@ -29,55 +35,41 @@ pub async fn stamp_sends(
     if client_ids.is_empty() {
         return Ok(stamped);
     }
+    let backend = db.backend();
     let tx = db.begin_write().await?;
     for chunk in client_ids.chunks(CHUNK) {
-        // Locked (PostgreSQL; SQLite holds the database): a transaction that ends the payout meanwhile (a job failing,
-        // a look-up settling it) either commits first, and the row no longer qualifies, or
-        // waits for this stamp and sees it.
-        let rows: Vec<(String, String, String, i32)> = payout::Entity::find()
-            .select_only()
-            .column(payout::Column::Id)
-            .column(payout::Column::PayrollRunId)
-            .column(payout::Column::ClientWithdrawalId)
-            .column(payout::Column::SendCount)
-            .filter(super::payouts_of_client_ids(chunk))
-            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-            .filter(payout::Column::StuckSince.is_null())
-            .lock_exclusive()
-            .into_tuple()
-            .all(&*tx)
-            .await?;
-        let mut runs: Vec<String> = rows.iter().map(|r| r.1.clone()).collect();
-        runs.sort();
-        runs.dedup();
-        let held: Vec<String> = run_lease::Entity::find()
-            .select_only()
+        let held = Query::select()
             .column(run_lease::Column::RunId)
-            .filter(run_lease::Column::RunId.is_in(runs))
-            .filter(run_lease::Column::Owner.eq(owner))
-            .filter(run_lease::Column::ExpiresAt.gt(now))
-            .lock_shared()
-            .into_tuple()
-            .all(&*tx)
-            .await?;
-        let allowed: Vec<&(String, String, String, i32)> =
-            rows.iter().filter(|r| held.contains(&r.1)).collect();
-        if allowed.is_empty() {
-            continue;
-        }
-        payout::Entity::update_many()
-            .col_expr(
+            .from(run_lease::Entity)
+            .and_where(Expr::col(run_lease::Column::Owner).eq(owner))
+            .and_where(Expr::col(run_lease::Column::ExpiresAt).gt(now))
+            .lock(LockType::Share)
+            .to_owned();
+        let mut update = Query::update();
+        update
+            .table(payout::Entity)
+            .value(
                 payout::Column::SendCount,
                 Expr::col(payout::Column::SendCount).add(1),
             )
-            .col_expr(payout::Column::LastSentAt, Expr::value(now))
-            .filter(payout::Column::Id.is_in(allowed.iter().map(|r| r.0.clone())))
-            .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-            .filter(payout::Column::StuckSince.is_null())
-            .exec(&*tx)
-            .await?;
-        for (_, _, client_id, count) in allowed {
-            stamped.insert(client_id.clone(), count + 1);
+            .value(payout::Column::LastSentAt, now)
+            .cond_where(
+                Condition::all()
+                    .add(super::payouts_of_client_ids(backend, chunk))
+                    .add(payout::Column::Status.eq(PayoutStatus::Pending))
+                    .add(payout::Column::StuckSince.is_null())
+                    .add(payout::Column::PayrollRunId.in_subquery(held)),
+            )
+            .returning(Query::returning().columns([
+                payout::Column::ClientWithdrawalId,
+                payout::Column::SendCount,
+            ]));
+        for row in tx.query_all(&update).await? {
+            let client_id: Option<String> = row.try_get("", "client_withdrawal_id")?;
+            let count: i32 = row.try_get("", "send_count")?;
+            if let Some(client_id) = client_id {
+                stamped.insert(client_id, count);
+            }
         }
     }
     tx.commit().await?;
@@ -96,7 +88,10 @@ pub async fn unstamp<C: sea_orm::ConnectionTrait>(
                 payout::Column::SendCount,
                 Expr::col(payout::Column::SendCount).sub(1),
             )
-            .filter(super::payouts_of_client_ids(chunk))
+            .filter(super::payouts_of_client_ids(
+                conn.get_database_backend(),
+                chunk,
+            ))
             .filter(payout::Column::SendCount.gt(0))
             .exec(conn)
             .await?;

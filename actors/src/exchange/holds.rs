@@ -5,7 +5,7 @@
 //! withdrawal). The account's reserved total is a counter moved by exactly what each of those
 //! transactions creates or releases, so reading it costs one row.
 
-use payroll_entities::{PayoutStatus, exchange_hold, exchange_reserve, payout, time};
+use payroll_entities::{PayoutStatus, bulk::one_of, exchange_hold, exchange_reserve, payout, time};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter,
     QuerySelect, Statement,
@@ -134,6 +134,7 @@ pub async fn hold<C: ConnectionTrait>(conn: &C, holds: Vec<NewHold>) -> Result<i
             .column(exchange_hold::Column::PayoutId)
             .column(exchange_hold::Column::Attempt)
             .filter(of_attempts(
+                conn.get_database_backend(),
                 chunk.iter().map(|h| (h.payout_id.as_str(), h.attempt)),
             ))
             .into_tuple()
@@ -204,7 +205,10 @@ pub async fn release<C: ConnectionTrait>(
             .value(exchange_hold::Column::ReleaseReason, why.as_str())
             .cond_where(
                 Condition::all()
-                    .add(of_attempts(chunk.iter().map(|(id, a)| (id.as_str(), *a))))
+                    .add(of_attempts(
+                        conn.get_database_backend(),
+                        chunk.iter().map(|(id, a)| (id.as_str(), *a)),
+                    ))
                     .add(exchange_hold::Column::ReleasedAt.is_null()),
             )
             .returning_col(exchange_hold::Column::AmountUsdCents);
@@ -257,6 +261,7 @@ async fn release_rows<C: ConnectionTrait>(
             Expr::value(why.as_str()),
         )
         .filter(of_attempts(
+            conn.get_database_backend(),
             rows.iter().map(|h| (h.payout_id.as_str(), h.attempt)),
         ))
         .exec(conn)
@@ -267,17 +272,23 @@ async fn release_rows<C: ConnectionTrait>(
 /// The holds of these attempts: one `attempt = k AND payout_id IN (…)` per attempt number
 /// (nearly always one), not one pair of equalities per attempt, which PostgreSQL reads by
 /// scanning the table.
-fn of_attempts<'a>(attempts: impl Iterator<Item = (&'a str, i32)>) -> Condition {
-    let mut by_attempt: std::collections::BTreeMap<i32, Vec<&str>> = Default::default();
+fn of_attempts<'a>(
+    backend: DatabaseBackend,
+    attempts: impl Iterator<Item = (&'a str, i32)>,
+) -> Condition {
+    let mut by_attempt: std::collections::BTreeMap<i32, Vec<String>> = Default::default();
     for (payout_id, attempt) in attempts {
-        by_attempt.entry(attempt).or_default().push(payout_id);
+        by_attempt
+            .entry(attempt)
+            .or_default()
+            .push(payout_id.to_owned());
     }
     let mut which = Condition::any();
     for (attempt, ids) in by_attempt {
         which = which.add(
             Condition::all()
                 .add(exchange_hold::Column::Attempt.eq(attempt))
-                .add(exchange_hold::Column::PayoutId.is_in(ids)),
+                .add(one_of(backend, exchange_hold::Column::PayoutId, ids)),
         );
     }
     which

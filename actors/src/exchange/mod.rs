@@ -26,15 +26,21 @@ pub fn parse_client_id(client_id: &str) -> Option<(&str, i32)> {
 /// The payouts whose current attempt has one of these client ids, found through the primary
 /// key: on PostgreSQL no index of client ids exists (a claim is then a heap-only update), and
 /// a client id is its payout's id and attempt.
-pub fn payouts_of_client_ids(client_ids: &[String]) -> sea_orm::Condition {
-    use sea_orm::ColumnTrait as _;
-    let ids: Vec<&str> = client_ids
+pub fn payouts_of_client_ids(
+    backend: sea_orm::DatabaseBackend,
+    client_ids: &[String],
+) -> sea_orm::Condition {
+    use payroll_entities::{bulk::one_of, payout::Column};
+    let ids = client_ids
         .iter()
-        .filter_map(|c| parse_client_id(c).map(|(id, _)| id))
-        .collect();
+        .filter_map(|c| parse_client_id(c).map(|(id, _)| id.to_owned()));
     sea_orm::Condition::all()
-        .add(payroll_entities::payout::Column::Id.is_in(ids))
-        .add(payroll_entities::payout::Column::ClientWithdrawalId.is_in(client_ids.iter().cloned()))
+        .add(one_of(backend, Column::Id, ids))
+        .add(one_of(
+            backend,
+            Column::ClientWithdrawalId,
+            client_ids.iter().cloned(),
+        ))
 }
 
 /// What the exchange charges for a withdrawal on one network, and the least it withdraws.

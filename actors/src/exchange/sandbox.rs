@@ -189,12 +189,17 @@ pub fn tx_hash(network: Network, client_id: &str) -> String {
 async fn settle_due(tx: &WriteTx, client_ids: Option<&[String]>) -> Result<(), DbErr> {
     use sea_orm::sea_query::Expr;
     let now = time::now();
+    let backend = tx.get_database_backend();
     let due = || {
         let mut cond = sea_orm::Condition::all()
             .add(sandbox_withdrawal::Column::Status.eq(SandboxWithdrawalStatus::Pending))
             .add(sandbox_withdrawal::Column::SettlesAt.lte(now));
         if let Some(ids) = client_ids {
-            cond = cond.add(sandbox_withdrawal::Column::ClientId.is_in(ids.iter().cloned()));
+            cond = cond.add(bulk::one_of(
+                backend,
+                sandbox_withdrawal::Column::ClientId,
+                ids.iter().cloned(),
+            ));
         }
         cond
     };
@@ -252,7 +257,11 @@ async fn withdrawals_of<C: ConnectionTrait>(
     client_ids: &[String],
 ) -> Result<Vec<sandbox_withdrawal::Model>, DbErr> {
     sandbox_withdrawal::Entity::find()
-        .filter(sandbox_withdrawal::Column::ClientId.is_in(client_ids.iter().cloned()))
+        .filter(bulk::one_of(
+            conn.get_database_backend(),
+            sandbox_withdrawal::Column::ClientId,
+            client_ids.iter().cloned(),
+        ))
         .all(conn)
         .await
 }
@@ -496,14 +505,10 @@ impl SandboxProvider {
         let rows = std::mem::take(&mut first.rows);
         let expected = rows.len() as u64;
         let savepoint = tx.begin().await?;
-        let written = bulk::insert_chunked(
+        let written = bulk::insert_models_skipping_conflicts(
             &savepoint,
             rows.into_iter().map(IntoActiveModel::into_active_model),
-            Some(
-                &sea_orm::sea_query::OnConflict::column(sandbox_withdrawal::Column::ClientId)
-                    .do_nothing()
-                    .to_owned(),
-            ),
+            sandbox_withdrawal::Column::ClientId,
         )
         .await?;
         let decided = if written == expected {
@@ -646,7 +651,11 @@ async fn known_answers<C: ConnectionTrait>(
             .column(sandbox_withdrawal::Column::Id)
             .column(sandbox_withdrawal::Column::Status)
             .column(sandbox_withdrawal::Column::FailedReason)
-            .filter(sandbox_withdrawal::Column::ClientId.is_in(ids))
+            .filter(bulk::one_of(
+                conn.get_database_backend(),
+                sandbox_withdrawal::Column::ClientId,
+                ids,
+            ))
             .into_tuple()
             .all(conn)
             .await?;

@@ -382,7 +382,11 @@ impl Sources {
             HashMap::new()
         } else {
             payout::Entity::find()
-                .filter(payout::Column::Id.is_in(ids))
+                .filter(payroll_entities::bulk::one_of(
+                    db.backend(),
+                    payout::Column::Id,
+                    ids,
+                ))
                 .all(&db.conn)
                 .await?
                 .into_iter()

@@ -319,7 +319,11 @@ async fn load_payouts<C: ConnectionTrait>(
     let mut payouts = HashMap::with_capacity(sorted.len());
     for chunk in sorted.chunks(IDS_PER_STATEMENT) {
         let query = payout::Entity::find()
-            .filter(payout::Column::Id.is_in(chunk.iter().cloned()))
+            .filter(bulk::one_of(
+                conn.get_database_backend(),
+                payout::Column::Id,
+                chunk.iter().cloned(),
+            ))
             // Rows are locked in one order, so two lockers never wait on each other.
             .order_by_asc(payout::Column::Id);
         let query = if lock { query.lock_exclusive() } else { query };
@@ -528,7 +532,7 @@ pub async fn first_sent(db: &Db, client_ids: &[String]) -> Result<Option<DateTim
         let found: Option<Option<DateTime<Utc>>> = payout::Entity::find()
             .select_only()
             .column_as(payout::Column::InitiatedAt.min(), "first")
-            .filter(crate::exchange::payouts_of_client_ids(chunk))
+            .filter(crate::exchange::payouts_of_client_ids(db.backend(), chunk))
             .into_tuple()
             .one(&db.conn)
             .await?;

@@ -2,7 +2,7 @@
 //! its lease), found through the run's index, and handed back at shutdown when they never left.
 
 use payroll_entities::{
-    Cents, Network, PayoutStatus, RunStatus, db::Db, payout, payroll_run, time,
+    Cents, Network, PayoutStatus, RunStatus, bulk, db::Db, payout, payroll_run, time,
 };
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait as _, EntityTrait, QueryFilter, QueryOrder,
@@ -97,7 +97,7 @@ pub async fn claim_window(
         .value(payout::Column::UpdatedAt, now)
         .cond_where(
             Condition::all()
-                .add(payout::Column::Id.is_in(ids))
+                .add(bulk::one_of(db.backend(), payout::Column::Id, ids))
                 .add(payout::Column::Status.eq(PayoutStatus::Pending))
                 .add(unclaimed(db.backend())),
         )
@@ -152,7 +152,7 @@ pub async fn hand_back(
                 Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
             )
             .col_expr(payout::Column::UpdatedAt, Expr::value(time::now()))
-            .filter(payouts_of_client_ids(chunk))
+            .filter(payouts_of_client_ids(db.backend(), chunk))
             .filter(payout::Column::Status.eq(PayoutStatus::Pending))
             .filter(payout::Column::CexWithdrawalId.is_null())
             // Never one that left: every send is counted before it leaves.
