@@ -574,6 +574,13 @@ impl Handler<WithdrawalResults> for RunActor {
         for answered in &msg.results {
             self.in_flight.remove(&answered.request.client_id);
         }
+        // The answers made room in the window: on PostgreSQL the next claim starts now, beside
+        // the step that records them, rather than after it, so the next batch is committed
+        // (and sent as soon as this step is over) while this one is recorded. On SQLite the
+        // claim waits its turn after the step (`fill_window`).
+        if self.deps.db.backend() == sea_orm::DatabaseBackend::Postgres {
+            self.fill_window(ctx);
+        }
         self.step(ctx, move |deps, snapshot| async move {
             settlement::record_results(&deps, snapshot, msg.results).await
         });
