@@ -147,22 +147,20 @@ async fn insert_values_then<E: EntityTrait, C: ConnectionTrait>(
         .collect();
     let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
     let width = columns.len().max(1);
-    if backend == DatabaseBackend::Postgres {
-        let names: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
-        let rows = match as_columnar(rows, width, &casts) {
+    let rows = if backend == DatabaseBackend::Postgres {
+        match as_columnar(rows, width, &casts) {
             Ok(chunks) => {
+                let names: Vec<String> = columns.iter().map(|c| format!("\"{c}\"")).collect();
                 return execute_columnar(conn, chunks, |chunk| {
                     insert_columnar_sql(table, &names, chunk, suffix)
                 })
                 .await;
             }
             Err(rows) => rows,
-        };
-        return in_statements(conn, table, width, MAX_PARAMETERS / width, rows, |size| {
-            insert_values_sql(backend, table, &columns, &casts, size) + suffix
-        })
-        .await;
-    }
+        }
+    } else {
+        rows
+    };
     in_statements(conn, table, width, MAX_PARAMETERS / width, rows, |size| {
         insert_values_sql(backend, table, &columns, &casts, size) + suffix
     })
@@ -292,14 +290,11 @@ fn as_columnar(
             .collect();
         for row in rows.by_ref().take(ARRAY_ROWS_PER_STATEMENT) {
             for (c, value) in row.into_iter().enumerate() {
+                let null = is_null(&value);
                 if nullable[c] {
-                    nulls[c].push(is_null(&value));
+                    nulls[c].push(null);
                 }
-                values[c].push(if is_null(&value) {
-                    stand_in(&kinds[c].0)
-                } else {
-                    value
-                });
+                values[c].push(if null { stand_in(&kinds[c].0) } else { value });
             }
         }
         let mut arrays = Vec::with_capacity(width * 2);

@@ -18,3 +18,14 @@ pub struct Model {
 pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}
+
+/// A subquery of the runs whose lease `owner` holds at `at`.
+pub fn runs_held_by(owner: &str, at: DateTime<Utc>) -> sea_orm::sea_query::SelectStatement {
+    use sea_orm::sea_query::{ExprTrait as _, Query};
+    Query::select()
+        .column(Column::RunId)
+        .from(Entity)
+        .and_where(Expr::col(Column::Owner).eq(owner))
+        .and_where(Expr::col(Column::ExpiresAt).gt(at))
+        .to_owned()
+}

@@ -36,15 +36,11 @@ pub async fn stamp_sends(
         return Ok(stamped);
     }
     let backend = db.backend();
+    let held = run_lease::runs_held_by(owner, now)
+        .lock(LockType::Share)
+        .to_owned();
     let tx = db.begin_write().await?;
     for chunk in client_ids.chunks(CHUNK) {
-        let held = Query::select()
-            .column(run_lease::Column::RunId)
-            .from(run_lease::Entity)
-            .and_where(Expr::col(run_lease::Column::Owner).eq(owner))
-            .and_where(Expr::col(run_lease::Column::ExpiresAt).gt(now))
-            .lock(LockType::Share)
-            .to_owned();
         let mut update = Query::update();
         update
             .table(payout::Entity)
@@ -58,7 +54,7 @@ pub async fn stamp_sends(
                     .add(super::payouts_of_client_ids(backend, chunk))
                     .add(payout::Column::Status.eq(PayoutStatus::Pending))
                     .add(payout::Column::StuckSince.is_null())
-                    .add(payout::Column::PayrollRunId.in_subquery(held)),
+                    .add(payout::Column::PayrollRunId.in_subquery(held.clone())),
             )
             .returning(Query::returning().columns([
                 payout::Column::ClientWithdrawalId,

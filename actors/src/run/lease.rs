@@ -113,12 +113,7 @@ pub async fn renew(db: &Db, settings: &LeaseSettings, run_ids: &[String]) -> Res
 
 /// A subquery of the runs whose lease this instance holds now.
 pub fn held_runs(settings: &LeaseSettings) -> sea_orm::sea_query::SelectStatement {
-    Query::select()
-        .column(run_lease::Column::RunId)
-        .from(run_lease::Entity)
-        .and_where(Expr::col(run_lease::Column::Owner).eq(settings.owner.as_str()))
-        .and_where(Expr::col(run_lease::Column::ExpiresAt).gt(time::now()))
-        .to_owned()
+    run_lease::runs_held_by(&settings.owner, time::now())
 }
 
 /// Gives the run's lease up (the run is done, or this instance is stopping), so another
