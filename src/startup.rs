@@ -20,7 +20,7 @@ use payroll_actors::{
         rate_limit::SharedRateLimit,
         sandbox::SandboxProvider,
     },
-    mailer::Mailer,
+    mailer::{Mailer, TransportHealth},
     retention::RetentionJanitor,
     run::{
         deps::RunDeps,
@@ -30,7 +30,7 @@ use payroll_actors::{
     },
     webhook::{secret_box::SecretBox, settings::WebhookDeps, supervisor::WebhookSupervisor},
 };
-use payroll_entities::{ActorType, api_key, db::Db, time};
+use payroll_entities::{ActorType, api_key, db::Db, health, time};
 use payroll_migration::{Migrator, MigratorTrait};
 use rand::RngCore;
 use sea_orm::{EntityTrait, IntoActiveModel, PaginatorTrait};
@@ -108,10 +108,26 @@ async fn connect(settings: &Settings, checkpoints_from_the_side: bool) -> anyhow
     let db = Db::connect_checkpointing(&url, max, checkpoints_from_the_side)
         .await
         .context("cannot connect to the database (database.url)")?;
-    Migrator::up(&db.conn, None)
-        .await
-        .context("database migration failed")?;
+    migrate(&db).await.context("database migration failed")?;
     Ok(db)
+}
+
+/// Brings the schema up to date. On PostgreSQL the migrations run in one transaction that
+/// first takes a lock of this schema's (`pg_advisory_xact_lock`): instances started together on
+/// an empty database wait for each other, and each finds the schema as the first left it,
+/// instead of two creating the same table. SQLite has one server per file.
+async fn migrate(db: &Db) -> Result<(), sea_orm::DbErr> {
+    use sea_orm::{ConnectionTrait as _, TransactionTrait as _};
+    if db.backend() != sea_orm::DatabaseBackend::Postgres {
+        return Migrator::up(&db.conn, None).await;
+    }
+    let tx = db.conn.begin().await?;
+    tx.execute_unprepared(
+        "SELECT pg_advisory_xact_lock(hashtext('payroll_migrations:' || current_schema()))",
+    )
+    .await?;
+    Migrator::up(&tx, None).await?;
+    tx.commit().await
 }
 
 /// The key pepper: configured, or generated once and kept in `<data.dir>/key_pepper`.
@@ -187,6 +203,11 @@ impl Application {
         // The server checkpoints a SQLite log from the side (`checkpoint_log`, below).
         let db = connect(&settings, true).await?;
         bootstrap_key(&settings, &db, &pepper).await?;
+        // The database's health (and clock) is known before anything reads it, then watched
+        // for as long as the process runs.
+        let mut prober = health::Prober::default();
+        prober.probe(db.health()).await;
+        actix_web::rt::spawn(health::watch_with(prober, db.health().clone()).in_runtime());
 
         let audit = AuditSink::start(
             db.clone(),
@@ -230,13 +251,21 @@ impl Application {
             per_second,
             burst,
         );
-        let lease = LeaseSettings::new(Duration::from_millis(settings.runs.lease_ttl_ms));
+        let lease = LeaseSettings::new(
+            Duration::from_millis(settings.runs.lease_ttl_ms),
+            db.health().clone(),
+        );
         let exchange = ExchangeActor::new(provider, limit, db.clone(), lease.owner.clone()).start();
         let funds = FundsDesk::new(db.clone(), exchange.clone());
-        let (mailer, mailer_arbiter) =
-            Mailer::new(db.clone(), settings.email.clone(), &settings.data.dir)
-                .context("email settings")?
-                .start_on_own_arbiter();
+        let mail_transport = Arc::new(TransportHealth::default());
+        let (mailer, mailer_arbiter) = Mailer::new(
+            db.clone(),
+            settings.email.clone(),
+            &settings.data.dir,
+            mail_transport.clone(),
+        )
+        .context("email settings")?
+        .start_on_own_arbiter();
         tracing::info!(instance = %lease.owner, "instance id");
         let runs = RunManager::new(Arc::new(RunDeps {
             db: db.clone(),
@@ -270,6 +299,7 @@ impl Application {
             webhooks,
             secrets,
             instance_id: lease.owner.clone(),
+            mail_transport,
         };
         let state = web::Data::new(AppState::new(
             settings.clone(),

@@ -7,6 +7,7 @@ use governor::{DefaultKeyedRateLimiter, Quota};
 use payroll_actors::{
     audit_writer::AuditSink,
     exchange::{actor::ExchangeActor, desk::FundsDesk},
+    mailer::TransportHealth,
     run::manager::RunManager,
     webhook::{secret_box::SecretBox, supervisor::WebhookSupervisor},
 };
@@ -51,6 +52,8 @@ pub struct AppState {
     pub run_changes: Option<Arc<RunChanges>>,
     /// Requests in flight; new ones are refused once the server stops.
     pub drain: Arc<Drain>,
+    /// Whether the mailer can reach its mail server (or write its outbox folder).
+    pub mail_transport: Arc<TransportHealth>,
 }
 
 /// The actors handlers talk to.
@@ -63,6 +66,7 @@ pub struct Actors {
     pub webhooks: Addr<WebhookSupervisor>,
     pub secrets: Arc<SecretBox>,
     pub instance_id: String,
+    pub mail_transport: Arc<TransportHealth>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -109,6 +113,7 @@ impl AppState {
             run_views: crate::routes::runs::views::RunViews::new(changes),
             run_changes,
             drain: Arc::default(),
+            mail_transport: actors.mail_transport,
         }
     }
 }

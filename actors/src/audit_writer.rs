@@ -21,6 +21,7 @@ use crate::runtime::InRuntime;
 use payroll_entities::{audit_entry, bulk, db::Db};
 use sea_orm::IntoActiveModel;
 
+use crate::outage::Outage;
 use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 
 /// A batch is written at once when it reaches this size.
@@ -35,6 +36,9 @@ const POSTGRES_WRITES: u32 = 4;
 #[derive(Default)]
 struct AuditBuffer {
     entries: Mutex<Vec<audit_entry::Model>>,
+    /// Entries of batches whose write failed on the database: perhaps written already (a
+    /// commit whose outcome is unknown), so written again skipping the ids stored.
+    again: Mutex<Vec<audit_entry::Model>>,
 }
 
 impl AuditBuffer {
@@ -48,11 +52,27 @@ impl AuditBuffer {
 
     fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+            + self.again.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     fn take(&self) -> Vec<audit_entry::Model> {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let taken = std::mem::take(&mut *entries);
+        telemetry::dequeued(ActorKind::AuditWriter, taken.len());
+        taken
+    }
+
+    /// Keeps a batch that could not be written, to be written again.
+    fn put_back(&self, batch: Vec<audit_entry::Model>) {
+        let mut again = self.again.lock().unwrap_or_else(|p| p.into_inner());
+        telemetry::requeued(ActorKind::AuditWriter, batch.len());
+        again.extend(batch);
+    }
+
+    /// The entries to write again ([`AuditBuffer::put_back`]).
+    fn take_again(&self) -> Vec<audit_entry::Model> {
+        let mut again = self.again.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = std::mem::take(&mut *again);
         telemetry::dequeued(ActorKind::AuditWriter, taken.len());
         taken
     }
@@ -80,6 +100,9 @@ impl AuditSink {
             buffer: buffer.clone(),
             writes: Arc::new(tokio::sync::Semaphore::new(max_writes as usize)),
             max_writes,
+            outage: Arc::new(Mutex::new(Outage::new(
+                "audit entries could not be written",
+            ))),
         }
         .start();
         AuditSink { buffer, writer }
@@ -118,6 +141,8 @@ pub struct AuditWriter {
     /// One permit per batch being written.
     writes: Arc<tokio::sync::Semaphore>,
     max_writes: u32,
+    /// Batches that failed on the database: logged once an outage.
+    outage: Arc<Mutex<Outage>>,
 }
 
 impl AuditWriter {
@@ -126,18 +151,26 @@ impl AuditWriter {
     /// the write that ends next takes them. Each write is a task of its own, so it goes on
     /// while the actor waits for anything, and ends even as the actor stops.
     fn write_buffer(&mut self, ctx: &mut Context<Self>) {
+        // While the database is unreachable the entries wait in the buffer (the request gate
+        // refuses requests meanwhile, so it does not grow); they are written once it answers.
+        if self.db.health().unreachable_since().is_some() {
+            return;
+        }
         let Ok(permit) = self.writes.clone().try_acquire_owned() else {
             return;
         };
+        let again = self.buffer.take_again();
         let batch = self.buffer.take();
-        if batch.is_empty() {
+        if batch.is_empty() && again.is_empty() {
             return;
         }
         let db = self.db.clone();
         let writer = ctx.address();
         let buffer = self.buffer.clone();
+        let outage = self.outage.clone();
         actix::spawn(async move {
-            write_batch(db, batch).await;
+            write_batch(db.clone(), again, true, &buffer, &outage).await;
+            write_batch(db, batch, false, &buffer, &outage).await;
             drop(permit);
             // A full batch that came in meanwhile may have found no permit free: it goes now
             // (a stopped writer has written it as it stopped). Less waits for the next tick.
@@ -157,27 +190,56 @@ impl AuditWriter {
     }
 }
 
-/// Writes a batch; a failure is logged (these entries may be lost, CONTRACT §12).
-async fn write_batch(db: Db, batch: Vec<audit_entry::Model>) {
+/// Writes a batch. One that fails on the database (unreachable, out of space) goes back to
+/// the buffer and is written once the database answers again, so an outage loses none; one
+/// that fails otherwise (a bug) is logged and dropped, never retried forever.
+async fn write_batch(
+    db: Db,
+    batch: Vec<audit_entry::Model>,
+    again: bool,
+    buffer: &AuditBuffer,
+    outage: &Mutex<Outage>,
+) {
     if batch.is_empty() {
         return;
     }
-    if let Err(err) = insert_batch(&db, batch).await {
-        tracing::error!(error = %err, "audit entries could not be written");
+    let count = batch.len();
+    match insert_batch(&db, &batch, again).await {
+        Ok(()) => outage.lock().unwrap_or_else(|p| p.into_inner()).succeeded(),
+        Err(err) if db.health().report(&err).is_some() => {
+            outage
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .failed(&format!("{count} entries kept for later: {err}"));
+            buffer.put_back(batch);
+        }
+        Err(err) => tracing::error!(error = %err, count, "audit entries could not be written"),
     }
 }
 
-async fn insert_batch(db: &Db, batch: Vec<audit_entry::Model>) -> Result<(), sea_orm::DbErr> {
+/// Written `again` (a batch whose earlier write may have committed after all), each entry is
+/// written unless its id is stored already, so none is lost and none doubled.
+async fn insert_batch(
+    db: &Db,
+    batch: &[audit_entry::Model],
+    again: bool,
+) -> Result<(), sea_orm::DbErr> {
     let count = batch.len();
-    if db.backend() == sea_orm::DatabaseBackend::Postgres {
-        copy_batch(db, &batch).await?;
+    let rows = || {
+        batch
+            .iter()
+            .cloned()
+            .map(IntoActiveModel::into_active_model)
+    };
+    if again {
+        let tx = db.begin_write().await?;
+        bulk::insert_models_skipping_conflicts(&*tx, rows(), audit_entry::Column::Id).await?;
+        tx.commit().await?;
+    } else if db.backend() == sea_orm::DatabaseBackend::Postgres {
+        copy_batch(db, batch).await?;
     } else {
         let tx = db.begin_write().await?;
-        bulk::insert_models(
-            &*tx,
-            batch.into_iter().map(IntoActiveModel::into_active_model),
-        )
-        .await?;
+        bulk::insert_models(&*tx, rows()).await?;
         tx.commit().await?;
     }
     tracing::trace!(count, "audit entries written");
@@ -189,7 +251,10 @@ async fn insert_batch(db: &Db, batch: Vec<audit_entry::Model>) -> Result<(), sea
 /// atomic: every entry of the batch is written, or none.
 async fn copy_batch(db: &Db, batch: &[audit_entry::Model]) -> Result<u64, sea_orm::DbErr> {
     use sea_orm::{Iden as _, Iterable as _, sqlx::postgres::PgPoolCopyExt as _};
-    let failed = |err: sea_orm::sqlx::Error| sea_orm::DbErr::Custom(err.to_string());
+    // Kept as the driver's error, so a lost connection is told from a bug.
+    let failed = |err: sea_orm::sqlx::Error| {
+        sea_orm::DbErr::Exec(sea_orm::RuntimeErr::SqlxError(Arc::new(err)))
+    };
     let columns: Vec<String> = audit_entry::Column::iter()
         .map(|c| format!("\"{}\"", c.to_string()))
         .collect();
@@ -274,13 +339,21 @@ impl Actor for AuditWriter {
 
     fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
         // Write what is buffered before the actor goes away, after the batches on their way.
+        let again = self.buffer.take_again();
         let batch = self.buffer.take();
         let db = self.db.clone();
         let done = self.writes_done();
+        let buffer = self.buffer.clone();
+        let outage = self.outage.clone();
         ctx.wait(
             async move {
                 done.await;
-                write_batch(db, batch).await;
+                write_batch(db.clone(), again, true, &buffer, &outage).await;
+                write_batch(db, batch, false, &buffer, &outage).await;
+                let left = buffer.len();
+                if left > 0 {
+                    tracing::error!(entries = left, "audit entries of reads and refusals could not be written before stopping (the database is away)");
+                }
             }
             .in_runtime()
             .into_actor(self),
@@ -321,14 +394,18 @@ impl Handler<Flush> for AuditWriter {
 
     fn handle(&mut self, _: Flush, _: &mut Context<Self>) -> Self::Result {
         let handling = Handling::new(Self::KIND, "Flush");
+        let again = self.buffer.take_again();
         let batch = self.buffer.take();
         let db = self.db.clone();
         // Every batch taken before this one is stored too before the answer.
         let done = self.writes_done();
+        let buffer = self.buffer.clone();
+        let outage = self.outage.clone();
         Box::pin(
             async move {
                 let _handling = handling;
-                write_batch(db, batch).await;
+                write_batch(db.clone(), again, true, &buffer, &outage).await;
+                write_batch(db, batch, false, &buffer, &outage).await;
                 done.await;
             }
             .in_runtime()

@@ -8,6 +8,7 @@ pub mod event_kinds;
 pub mod events;
 pub mod exchange;
 pub mod mailer;
+pub mod outage;
 pub mod retention;
 pub mod run;
 pub mod runtime;

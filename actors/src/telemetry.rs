@@ -122,6 +122,11 @@ pub fn enqueued(kind: ActorKind) {
     DEPTH[kind.index()].fetch_add(1, Ordering::Relaxed);
 }
 
+/// `count` items of this kind put back to wait again (a batch that could not be written).
+pub fn requeued(kind: ActorKind, count: usize) {
+    DEPTH[kind.index()].fetch_add(count as i64, Ordering::Relaxed);
+}
+
 /// `count` waiting items of this kind taken off the count at once (for an actor that takes a
 /// shared buffer whole rather than one message at a time).
 pub fn dequeued(kind: ActorKind, count: usize) {

@@ -24,6 +24,8 @@ use sea_orm::{
 };
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+use crate::health::DbHealth;
+
 #[derive(Clone, Debug)]
 pub struct Db {
     pub conn: DatabaseConnection,
@@ -34,6 +36,8 @@ pub struct Db {
     /// How many write transactions of this process have ended in a commit (or a failed
     /// commit): a view read at one generation is current while the generation is unchanged.
     generation: Arc<AtomicU64>,
+    /// Whether the database answers, as this process last saw it.
+    health: Arc<DbHealth>,
 }
 
 /// Called after a transaction that noted something for after its commit has committed, with
@@ -187,7 +191,9 @@ impl Db {
     }
 
     pub async fn connect_with(options: ConnectOptions) -> Result<Db, DbErr> {
+        let url = options.get_url().to_owned();
         let conn = Database::connect(options).await?;
+        let health = Arc::new(DbHealth::new(url, conn.get_database_backend()));
         let write_lock = match conn.get_database_backend() {
             DatabaseBackend::Sqlite => Some(Arc::new(Mutex::new(()))),
             _ => None,
@@ -198,7 +204,19 @@ impl Db {
             writers: Arc::default(),
             commit_hook: Arc::default(),
             generation: Arc::default(),
+            health,
         })
+    }
+
+    /// The database's health as this process sees it ([`crate::health`]).
+    pub fn health(&self) -> &Arc<DbHealth> {
+        &self.health
+    }
+
+    /// Now by the database's clock: what leases, which several instances read, are written
+    /// and compared with.
+    pub fn clock_now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.health.clock_now()
     }
 
     pub fn backend(&self) -> DatabaseBackend {

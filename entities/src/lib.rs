@@ -11,6 +11,7 @@ pub mod enums;
 pub mod event;
 pub mod exchange_hold;
 pub mod exchange_reserve;
+pub mod health;
 pub mod idempotency_record;
 pub mod ids;
 pub mod job;

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use payroll_actors::views::API_VERSION;
+use payroll_entities::health::{self, Fault, Health};
 
 macro_rules! error_codes {
     ($($variant:ident = ($code:literal, $status:literal, $meaning:literal, $hint:literal)),+ $(,)?) => {
@@ -141,8 +142,11 @@ pub struct ApiError {
     pub message: String,
     pub details: Map<String, Value>,
     pub hint: Option<String>,
-    /// Seconds for the `Retry-After` header of a 429.
+    /// Seconds for the `Retry-After` header of a 429 or 503.
     pub retry_after: Option<u64>,
+    /// The database fault behind a 503, for the request gate to report to the database's
+    /// health.
+    pub fault: Option<Fault>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -159,6 +163,7 @@ impl ApiError {
             details: Map::new(),
             hint: None,
             retry_after: None,
+            fault: None,
         }
     }
 
@@ -243,15 +248,63 @@ impl ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// An infrastructure fault of the database is 503 (CONTRACT §4); anything else is a bug.
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> ApiError {
-        match err {
-            sea_orm::DbErr::ConnectionAcquire(_) | sea_orm::DbErr::Conn(_) => {
-                tracing::error!(error = %err, "database unavailable");
-                ApiError::unavailable("The database is unavailable.")
+        match health::classify(&err) {
+            Some(fault) => {
+                tracing::warn!(fault = fault.as_str(), error = %err, "request not carried out: database fault");
+                ApiError::database(fault)
             }
-            other => ApiError::internal(other),
+            None => ApiError::internal(err),
         }
+    }
+}
+
+/// Seconds a client is told to wait after a database fault.
+const DATABASE_RETRY_AFTER: u64 = 1;
+
+impl ApiError {
+    /// 503 for a database that is unreachable or failing: nothing was done, or (a commit whose
+    /// outcome is unknown) all of it, which the idempotency record tells a retry.
+    pub fn database(fault: Fault) -> ApiError {
+        let message = match fault {
+            Fault::Unreachable => "The database is unreachable; the request was not carried out.",
+            Fault::Full => "The database is out of space; the request was not carried out.",
+            Fault::Io => {
+                "The database failed to read or write its files; the request was not carried out."
+            }
+            Fault::ReadOnly => {
+                "The database accepts no writes now; the request was not carried out."
+            }
+            Fault::Busy | Fault::Conflict => {
+                "The database is too busy to take the request now; it was not carried out."
+            }
+        };
+        let mut err = ApiError::unavailable(message)
+            .detail("reason", "database")
+            .detail("retry_after_seconds", DATABASE_RETRY_AFTER)
+            .hint(format!(
+                "Retry in {DATABASE_RETRY_AFTER} s (the Retry-After header) with the same Idempotency-Key: a write that did land is answered from its record, never carried out twice."
+            ));
+        err.retry_after = Some(DATABASE_RETRY_AFTER);
+        err.fault = Some(fault);
+        err
+    }
+
+    /// 503 while the database is known to be down (or to refuse writes): answered at once.
+    pub fn database_down(health: &Health) -> ApiError {
+        let fault = match health {
+            Health::RefusingWrites { fault, .. } => *fault,
+            _ => Fault::Unreachable,
+        };
+        let mut err = ApiError::database(fault);
+        if let Some(since) = health.since() {
+            err = err.detail("since", payroll_entities::time::format(&since));
+        }
+        // Already known: nothing for the gate to report again.
+        err.fault = None;
+        err
     }
 }
 
@@ -261,6 +314,7 @@ impl From<payroll_actors::telemetry::Overloaded> for ApiError {
         let mut refused = ApiError::unavailable(format!(
             "The service is overloaded ({err}); nothing was done."
         ))
+        .detail("reason", "overloaded")
         .detail("retry_after_seconds", 1u64);
         refused.retry_after = Some(1);
         refused
@@ -274,6 +328,7 @@ impl ApiError {
             "The server is shutting down; nothing was done. Send the request again in a \
              moment: another instance answers it, or this one once it has restarted.",
         )
+        .detail("reason", "shutting_down")
         .detail("retry_after_seconds", 1u64);
         refused.retry_after = Some(1);
         refused
@@ -283,7 +338,11 @@ impl ApiError {
 impl From<actix::MailboxError> for ApiError {
     fn from(err: actix::MailboxError) -> ApiError {
         tracing::error!(error = %err, "actor mailbox unavailable");
-        ApiError::unavailable("The service is shutting down or overloaded.")
+        let mut refused = ApiError::unavailable("The service is shutting down or overloaded.")
+            .detail("reason", "overloaded")
+            .detail("retry_after_seconds", 1u64);
+        refused.retry_after = Some(1);
+        refused
     }
 }
 

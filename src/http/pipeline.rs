@@ -22,7 +22,7 @@ use actix_web::{
 use chrono::Duration;
 use futures_util::StreamExt;
 use governor::clock::{Clock, DefaultClock};
-use payroll_entities::{ApiKeyStatus, api_key, ids, time};
+use payroll_entities::{ApiKeyStatus, api_key, health::Health, ids, time};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
 use serde_json::json;
 
@@ -77,7 +77,7 @@ pub async fn gate<B: MessageBody + 'static>(
 }
 
 async fn gate_request<B: MessageBody + 'static>(
-    mut req: ServiceRequest,
+    req: ServiceRequest,
     next: Next<B>,
     request_id: String,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
@@ -130,15 +130,142 @@ async fn gate_request<B: MessageBody + 'static>(
         let res = req.into_response(err.response(Some(&request_id)));
         return Ok(finish(res, &request_id));
     }
-    let (res, claim, details) = match admit(&mut req, &state, &mut facts, api_path).await {
+    // The database is known to be down (or to refuse writes): answered at once, before any
+    // work, rather than after the pool's acquire timeout. Not audited, like the refusals of
+    // an overloaded or stopping server: nothing was done, and the audit writer's backlog
+    // must not grow through an outage.
+    if let Some(down) = refused_by_health(&state, req.method(), api_path) {
+        let err = ApiError::database_down(&down);
+        let res = req.into_response(err.response(Some(&request_id)));
+        return Ok(finish(res, &request_id));
+    }
+    // A request under way when the database is found unreachable is answered then (503),
+    // whatever it waits for: a write it began is rolled back with its connection, or, if its
+    // commit went through, its idempotency record answers the retry.
+    let health = state.db.health().clone();
+    let mut taken: Option<IdempotencyClaim> = None;
+    let served = {
+        let work = std::pin::pin!(serve(req, next, &state, &mut facts, api_path, &mut taken));
+        let down = std::pin::pin!(health.unreachable());
+        match futures_util::future::select(work, down).await {
+            futures_util::future::Either::Left((served, _)) => Some(served),
+            futures_util::future::Either::Right(_) => None,
+        }
+    };
+    let (res, claim, details) = match served {
+        Some(served) => served?,
+        None => {
+            // The request went with the handler: answered from the error by the framework.
+            let error = ApiError::database_down(&health.state());
+            after(
+                &state,
+                &facts,
+                taken.as_ref(),
+                error.code.status().as_u16(),
+                json!({"database": "unreachable"}),
+            )
+            .await;
+            return Err(Interrupted { error, request_id }.into());
+        }
+    };
+    let res = finish(res, &request_id);
+    if let Some(fault) = res
+        .response()
+        .error()
+        .and_then(|e| e.as_error::<ApiError>())
+        .and_then(|e| e.fault)
+    {
+        health.note(fault, "a request met a database fault");
+    }
+    if !res.response().extensions().contains::<AuditRecorded>() {
+        after(
+            &state,
+            &facts,
+            claim.as_ref(),
+            res.status().as_u16(),
+            details,
+        )
+        .await;
+    } else if let Some(claim) = claim.as_ref().filter(|_| !res.status().is_success()) {
+        release(&state, claim).await;
+    }
+    Ok(res)
+}
+
+/// A request cut short because the database went away while it ran.
+#[derive(Debug)]
+struct Interrupted {
+    error: ApiError,
+    request_id: String,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl actix_web::ResponseError for Interrupted {
+    fn status_code(&self) -> StatusCode {
+        self.error.code.status()
+    }
+
+    /// The error body with the request id, and the headers every answer carries.
+    fn error_response(&self) -> actix_web::HttpResponse {
+        let mut res = self.error.response(Some(&self.request_id));
+        let headers = res.headers_mut();
+        if let Ok(value) = HeaderValue::from_str(&self.request_id) {
+            headers.insert(HeaderName::from_static("x-request-id"), value);
+        }
+        headers.insert(
+            HeaderName::from_static("api-version"),
+            HeaderValue::from_static(API_VERSION),
+        );
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        res
+    }
+}
+
+/// The database's state, if it refuses this request now: every API request while it is
+/// unreachable, writes while it refuses them; never the documents that need no database.
+fn refused_by_health(state: &AppState, method: &Method, api_path: &str) -> Option<Health> {
+    let write = matches!(*method, Method::POST | Method::PATCH | Method::DELETE);
+    let down = state.db.health().refuses(write)?;
+    let public = routes::match_route(method, api_path)
+        .is_ok_and(|(route, _)| route.access == Access::Public);
+    (!public).then_some(down)
+}
+
+type Served = (
+    ServiceResponse<BoxBody>,
+    Option<IdempotencyClaim>,
+    serde_json::Value,
+);
+
+/// Admits the request (route, key, scope, rate limit, idempotency, body) and runs its handler;
+/// the claim it takes is noted in `taken` as soon as it is taken.
+async fn serve<B: MessageBody + 'static>(
+    mut req: ServiceRequest,
+    next: Next<B>,
+    state: &web::Data<AppState>,
+    facts: &mut RequestFacts,
+    api_path: &str,
+    taken: &mut Option<IdempotencyClaim>,
+) -> Result<Served, Error> {
+    let request_id = facts.request_id.clone();
+    Ok(match admit(&mut req, state, facts, api_path).await {
         Ok(Admission::Proceed(info)) => {
             let claim = info.claim.clone();
+            taken.clone_from(&claim);
             req.extensions_mut().insert(ApiRequest(Rc::new(*info)));
             match next.call(req).await {
                 Ok(res) => (res.map_into_boxed_body(), claim, json!({})),
                 Err(err) => {
                     let status = err.as_response_error().status_code().as_u16();
-                    after(&state, &facts, claim.as_ref(), status, json!({})).await;
+                    after(state, facts, claim.as_ref(), status, json!({})).await;
                     return Err(err);
                 }
             }
@@ -165,21 +292,7 @@ async fn gate_request<B: MessageBody + 'static>(
             None,
             json!({}),
         ),
-    };
-    let res = finish(res, &request_id);
-    if !res.response().extensions().contains::<AuditRecorded>() {
-        after(
-            &state,
-            &facts,
-            claim.as_ref(),
-            res.status().as_u16(),
-            details,
-        )
-        .await;
-    } else if let Some(claim) = claim.as_ref().filter(|_| !res.status().is_success()) {
-        release(&state, claim).await;
-    }
-    Ok(res)
+    })
 }
 
 /// Releases the claim of a failed write and records the request's audit entry (batched).
@@ -199,9 +312,36 @@ async fn after(
 }
 
 async fn release(state: &AppState, claim: &IdempotencyClaim) {
-    if let Err(err) = idempotency::release(&state.db, claim).await {
+    let Err(err) = idempotency::release(&state.db, claim).await else {
+        return;
+    };
+    if state.db.health().report(&err).is_none() {
         tracing::warn!(error = %err, "idempotency claim not released; it expires by itself");
+        return;
     }
+    // The database is away: released once it answers again, so a retry of this write need not
+    // wait for the claim to expire. Safe whenever it lands: only a claim still in flight under
+    // this request's token is removed, and a write that did commit completed its record.
+    let db = state.db.clone();
+    let claim = claim.clone();
+    actix_web::rt::spawn(async move {
+        let expires = claim
+            .locked_until
+            .unwrap_or_else(payroll_entities::time::now);
+        while payroll_entities::time::now() < expires {
+            db.health().up().await;
+            match idempotency::release(&db, &claim).await {
+                Ok(()) => return,
+                Err(err) if db.health().report(&err).is_some() => {
+                    actix_web::rt::time::sleep(std::time::Duration::from_millis(500)).await;
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "idempotency claim not released; it expires by itself");
+                    return;
+                }
+            }
+        }
+    });
 }
 
 async fn admit(

@@ -5,7 +5,8 @@
 
 use actix_web::{HttpResponse, web};
 use payroll_entities::{
-    DeliveryStatus, EmailStatus, WebhookStatus, email_outbox, webhook_delivery, webhook_endpoint,
+    DeliveryStatus, EmailStatus, WebhookStatus, email_outbox, health::Health, webhook_delivery,
+    webhook_endpoint,
 };
 use sea_orm::{ColumnTrait, DatabaseBackend, EntityTrait, PaginatorTrait, QueryFilter};
 
@@ -17,9 +18,15 @@ pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
             "Metrics are not available: another metrics recorder is installed.",
         ));
     };
-    if let Err(err) = refresh_database_gauges(&state).await {
+    let health = state.db.health().state();
+    metrics::gauge!("payroll_database_up").set(if health.is_up() { 1.0 } else { 0.0 });
+    // While the database is unreachable the figures kept there keep their last value; the
+    // scrape is answered at once rather than after the pool's timeout.
+    if !matches!(health, Health::Unreachable { .. })
+        && let Err(err) = refresh_database_gauges(&state).await
+    {
         // The rest of the figures are still worth having; these keep their last value.
-        tracing::warn!(error = %err, "metrics: database figures not refreshed");
+        tracing::debug!(error = %err, "metrics: database figures not refreshed");
     }
     refresh_pool_gauges(&state);
     payroll_actors::telemetry::publish_mailbox_depths();

@@ -83,6 +83,19 @@ pub async fn status_page(
                 );
                 return Ok(res);
             }
+            // The key cannot be checked while the database is away: the page says so.
+            Err(err) if err.code == ErrorCode::ServiceUnavailable => {
+                let mut html = String::with_capacity(2048);
+                page_head(&mut html);
+                render_health(&mut html, &state, None);
+                html.push_str(
+                    "<p class=\"muted\">The API key could not be checked; the rest of the page \
+                     shows once the database answers.</p></main></body></html>\n",
+                );
+                let mut res = page(html);
+                *res.status_mut() = actix_web::http::StatusCode::SERVICE_UNAVAILABLE;
+                return Ok(res);
+            }
             Err(err) => return Err(err),
         };
         Sections {
@@ -100,8 +113,18 @@ pub async fn status_page(
         escape(&time::format(&time::now()))
     );
 
+    let db_down = state.db.health().unreachable_since().is_some();
+    let backlog = if db_down {
+        None
+    } else {
+        email_backlog(&state).await
+    };
+    render_health(&mut html, &state, backlog);
+
     html.push_str("<h2>Runs</h2>");
-    if sections.runs {
+    if db_down {
+        database_away(&mut html);
+    } else if sections.runs {
         match live_runs(&state).await {
             Ok(runs) => render_runs(&mut html, &runs),
             Err(err) => {
@@ -116,7 +139,9 @@ pub async fn status_page(
     }
 
     html.push_str("<h2>Stuck payouts</h2>");
-    if sections.runs {
+    if db_down {
+        database_away(&mut html);
+    } else if sections.runs {
         match store::stuck_of(&state.db.conn, None, MAX_RUNS).await {
             Ok(stuck) => render_stuck(&mut html, &stuck),
             Err(err) => {
@@ -141,7 +166,9 @@ pub async fn status_page(
     }
 
     html.push_str("<h2>Webhook endpoints</h2>");
-    if sections.webhooks {
+    if db_down {
+        database_away(&mut html);
+    } else if sections.webhooks {
         match endpoints(&state).await {
             Ok(list) => render_endpoints(&mut html, &list),
             Err(err) => {
@@ -157,6 +184,71 @@ pub async fn status_page(
     html.push_str("</main></body></html>\n");
 
     Ok(page(html))
+}
+
+/// The database and the mail transport: up, or down since when and why; and the emails
+/// waiting in the outbox (`backlog`, when it could be counted).
+fn render_health(html: &mut String, state: &AppState, backlog: Option<u64>) {
+    html.push_str("<h2>Health</h2><table id=\"health\">");
+    let database = state.db.health().state();
+    match database.since() {
+        None => html
+            .push_str("<tr id=\"health-database\"><th>Database</th><td class=\"ok\">ok</td></tr>"),
+        Some(since) => {
+            let _ = write!(
+                html,
+                concat!(
+                    "<tr id=\"health-database\"><th>Database</th><td class=\"bad\">{label} since {since}",
+                    " ({secs} s): {cause}. API requests are answered 503; work resumes by itself",
+                    " when it answers again.</td></tr>"
+                ),
+                label = escape(&database.label().replace('_', " ")),
+                since = escape(&time::format(&since)),
+                secs = (time::now() - since).num_seconds().max(0),
+                cause = escape(database.cause().unwrap_or("")),
+            );
+        }
+    }
+    match state.mail_transport.down_since() {
+        None => html.push_str(
+            "<tr id=\"health-email\"><th>Email transport</th><td class=\"ok\">ok</td></tr>",
+        ),
+        Some((since, cause)) => {
+            let _ = write!(
+                html,
+                concat!(
+                    "<tr id=\"health-email\"><th>Email transport</th><td class=\"bad\">failing since {since}",
+                    ": {cause}. Emails wait in the outbox and are sent when it works again.</td></tr>"
+                ),
+                since = escape(&time::format(&since)),
+                cause = escape(&cause),
+            );
+        }
+    }
+    if let Some(pending) = backlog {
+        let _ = write!(
+            html,
+            "<tr id=\"health-email-backlog\"><th>Emails waiting</th><td>{pending}</td></tr>"
+        );
+    }
+    html.push_str("</table>");
+}
+
+fn database_away(html: &mut String) {
+    html.push_str("<p class=\"error\">Not shown: the database is unreachable.</p>");
+}
+
+/// Emails in the outbox not yet sent.
+async fn email_backlog(state: &AppState) -> Option<u64> {
+    use sea_orm::PaginatorTrait as _;
+    payroll_entities::email_outbox::Entity::find()
+        .filter(
+            payroll_entities::email_outbox::Column::Status
+                .eq(payroll_entities::EmailStatus::Pending),
+        )
+        .count(&state.db.conn)
+        .await
+        .ok()
 }
 
 /// A Bearer key, or HTTP Basic with the key as password (any user name).

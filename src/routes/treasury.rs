@@ -132,6 +132,10 @@ fn desk_failed(req: &ApiRequest, err: DeskError) -> ApiError {
     match err {
         DeskError::Db(e) => e.into(),
         DeskError::Mailbox(e) => e.into(),
+        DeskError::Exchange(ExchangeError::Database(fault, cause)) => {
+            tracing::warn!(fault = fault.as_str(), error = %cause, "database fault");
+            ApiError::database(fault)
+        }
         DeskError::Exchange(e) => exchange_failed(req, &e.to_string()),
     }
 }
@@ -246,6 +250,10 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
             .detail("deposit_address", deposit_address)
             .detail("network", network.as_str()),
             ExchangeError::Unavailable(reason) => exchange_failed(&req, &reason),
+            ExchangeError::Database(fault, cause) => {
+                tracing::warn!(fault = fault.as_str(), error = %cause, "transfer not carried out: database fault");
+                ApiError::database(fault)
+            }
         })?;
     drop(decision);
     let shown = TransferResource::from(&transfer);

@@ -29,7 +29,7 @@ async fn import(setup: &Setup, server: &Server, employees: usize) {
 }
 
 /// Creates the run of `month` on `creator`, confirms it on `confirmer`; returns id and total.
-async fn confirmed_run(
+pub(crate) async fn confirmed_run(
     setup: &Setup,
     creator: &Server,
     confirmer: &Server,
@@ -40,7 +40,7 @@ async fn confirmed_run(
     run
 }
 
-async fn deposit(setup: &Setup, server: &Server, run_id: &str) {
+pub(crate) async fn deposit(setup: &Setup, server: &Server, run_id: &str) {
     let check = setup.run_step(server, run_id, "balance-check").await;
     assert_eq!(check["data"]["run_status"], "DEPOSITED", "{check}");
 }
@@ -65,7 +65,7 @@ async fn wait_completed(setup: &Setup, server: &Server, run_id: &str, seconds: u
 }
 
 /// Every payout withdrawn exactly once, under its first attempt's id, and money conserved.
-async fn assert_paid_exactly_once(database: &Db, total: i64) {
+pub(crate) async fn assert_paid_exactly_once(database: &Db, total: i64) {
     let withdrawals = sandbox_withdrawal::Entity::find()
         .all(&database.conn)
         .await

@@ -82,11 +82,20 @@ pub(crate) async fn output(mut command: Command) -> Output {
 
 impl Setup {
     pub(crate) async fn new() -> Setup {
+        let url = match std::env::var("PAYROLL_TEST_DATABASE_URL") {
+            Ok(base) => Some(fresh_pg_schema(&base).await),
+            Err(_) => None,
+        };
+        Setup::on_database(url).await
+    }
+
+    /// Servers of the database at `url` (a SQLite file in the setup's folder when `None`).
+    pub(crate) async fn on_database(url: Option<String>) -> Setup {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut settings = Settings::defaults().expect("settings");
         settings.data.dir = dir.path().to_path_buf();
-        if let Ok(base) = std::env::var("PAYROLL_TEST_DATABASE_URL") {
-            settings.database.url = payroll::config::Secret::new(fresh_pg_schema(&base).await);
+        if let Some(url) = url {
+            settings.database.url = payroll::config::Secret::new(url);
         }
         let database_url = settings.database_url();
         let key = payroll::cli::admin::create_key(

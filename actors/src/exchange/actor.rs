@@ -31,6 +31,7 @@ use super::{
     point::{read_point, send_fenced},
     rate_limit::SharedRateLimit,
 };
+use crate::outage::Outage;
 use crate::telemetry::{self, ActorKind, Handling, Observed};
 
 /// Most withdrawals sent in one call to the provider.
@@ -106,6 +107,8 @@ pub struct ExchangeActor {
     waiting_since: Option<Instant>,
     /// Whole tokens left after the last take (across every instance).
     tokens: i64,
+    /// Reads of the shared rate limit that failed on the database: logged once an outage.
+    limit_outage: Outage,
 }
 
 impl ExchangeActor {
@@ -135,6 +138,7 @@ impl ExchangeActor {
             idle_waiters: Vec::new(),
             waiting_since: None,
             tokens: 0,
+            limit_outage: Outage::new("the withdrawal rate limit could not be read"),
         }
     }
 
@@ -167,9 +171,11 @@ impl ExchangeActor {
         let limit = self.limit.clone();
         ctx.spawn(
             async move { limit.take(wanted).await }
-                .in_runtime().into_actor(self)
+                .in_runtime()
+                .into_actor(self)
                 .map(|result, act, ctx| match result {
                     Ok((0, wait, tokens)) => {
+                        act.limit_outage.succeeded();
                         act.tokens = tokens;
                         telemetry::rate_limit_tokens(tokens as f64);
                         act.waiting_since.get_or_insert_with(Instant::now);
@@ -179,18 +185,21 @@ impl ExchangeActor {
                         act.take_point(ctx);
                     }
                     Ok((granted, _, tokens)) => {
+                        act.limit_outage.succeeded();
                         act.tokens = tokens;
                         telemetry::rate_limit_tokens(tokens as f64);
-                        telemetry::rate_limit_wait(act.waiting_since.take().map_or(0.0, |since| {
-                            since.elapsed().as_secs_f64()
-                        }));
+                        telemetry::rate_limit_wait(
+                            act.waiting_since
+                                .take()
+                                .map_or(0.0, |since| since.elapsed().as_secs_f64()),
+                        );
                         act.send(granted, ctx)
                     }
                     Err(err) => {
                         act.sending = false;
                         act.wake_idle_waiters();
-                        tracing::warn!(error = %err, "the withdrawal rate limit could not be read; trying again");
-                        act.pump_after(Duration::from_millis(500), ctx);
+                        let wait = act.limit_outage.failed(&err);
+                        act.pump_after(wait, ctx);
                         act.take_point(ctx);
                     }
                 }),

@@ -15,7 +15,7 @@ pub mod sandbox;
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
+use payroll_entities::{Cents, Network, TransferDirection, health::Fault, treasury_transfer};
 
 /// The payout id and attempt in a client withdrawal id `pay_…-<attempt>`.
 pub fn parse_client_id(client_id: &str) -> Option<(&str, i32)> {
@@ -119,6 +119,10 @@ pub struct TreasuryWallet {
 pub enum ExchangeError {
     #[error("exchange unavailable: {0}")]
     Unavailable(String),
+    /// Our own database failed (the sandbox keeps its account there, the holds ledger is
+    /// there): an infrastructure fault of ours, not the exchange's.
+    #[error("database {fault}: {cause}", fault = .0.as_str(), cause = .1)]
+    Database(Fault, String),
     #[error("the source holds {available} cents, {requested} were requested")]
     InsufficientFunds { requested: Cents, available: Cents },
     #[error("the provider cannot move treasury funds")]
@@ -130,7 +134,10 @@ pub enum ExchangeError {
 
 impl From<sea_orm::DbErr> for ExchangeError {
     fn from(err: sea_orm::DbErr) -> ExchangeError {
-        ExchangeError::Unavailable(err.to_string())
+        match payroll_entities::health::classify(&err) {
+            Some(fault) => ExchangeError::Database(fault, err.to_string()),
+            None => ExchangeError::Unavailable(err.to_string()),
+        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! exchange has answered (after each send was fenced by the run's lease), and the figures of
 //! one consistent point.
 
-use payroll_entities::{db::Db, time};
+use payroll_entities::db::Db;
 
 use super::{
     Balances, ExchangeError, ExchangeProvider, WithdrawalOutcome, WithdrawalRequest, fence, holds,
@@ -24,7 +24,7 @@ pub(super) async fn send_fenced(
     requests: Vec<WithdrawalRequest>,
 ) -> (Vec<(String, WithdrawalOutcome, Sent)>, bool) {
     let ids: Vec<String> = requests.iter().map(|r| r.client_id.clone()).collect();
-    let stamped = match fence::stamp_sends(db, owner, &ids, time::now()).await {
+    let stamped = match fence::stamp_sends(db, owner, &ids, db.clock_now()).await {
         Ok(stamped) => stamped,
         Err(err) => {
             tracing::warn!(error = %err, "sends could not be stamped; nothing was sent");

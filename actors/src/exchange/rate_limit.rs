@@ -113,7 +113,8 @@ impl SharedRateLimit {
             .one(&*tx)
             .await?
             .map_or(0, |row| row.tat_us);
-        let now_us = Utc::now().timestamp_micros();
+        // By the database's clock, as every instance sharing the row reads it.
+        let now_us = (Utc::now() + self.db.health().clock_offset()).timestamp_micros();
         let take = gcra_take(tat_us, now_us, self.interval_us, self.burst, wanted);
         if take.granted > 0 {
             rate_limit::Entity::update_many()

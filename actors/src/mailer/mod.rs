@@ -30,6 +30,7 @@ use sea_orm::{
 pub use render::{render_payout_email, shorten_address};
 
 use crate::{
+    outage::Outage,
     settings::EmailSettings,
     telemetry::{self, ActorKind, Handling, Observed},
 };
@@ -150,11 +151,61 @@ impl Transport {
         }
     }
 
-    async fn send(&self, message: Message) -> Result<(), String> {
+    async fn send(&self, message: Message) -> Result<(), SendFailure> {
         match self {
-            Transport::File(t) => t.send(message).await.map(|_| ()).map_err(|e| e.to_string()),
-            Transport::Smtp(t) => t.send(message).await.map(|_| ()).map_err(|e| e.to_string()),
+            // The folder cannot be written (out of space, say): nothing about this message.
+            Transport::File(t) => t
+                .send(message)
+                .await
+                .map(|_| ())
+                .map_err(|e| SendFailure::TransportDown(e.to_string())),
+            Transport::Smtp(t) => t.send(message).await.map(|_| ()).map_err(|e| {
+                if e.is_response() {
+                    // The server answered: a refusal of this message (4xx or 5xx).
+                    SendFailure::Refused(e.to_string())
+                } else {
+                    // No answer: refused or reset connection, timeout, TLS. The server is
+                    // away; perhaps it took the message before it went (the only repeat the
+                    // contract allows, under the same Message-ID).
+                    SendFailure::TransportDown(e.to_string())
+                }
+            }),
         }
+    }
+}
+
+/// Why a message was not sent.
+#[derive(Debug)]
+enum SendFailure {
+    /// The mail server (or the outbox folder) cannot be reached: the message is not at fault,
+    /// and the attempt is not counted; the mailer waits for it to come back.
+    TransportDown(String),
+    /// The server refused the message, or it cannot be built: counted, up to
+    /// `email.max_attempts`.
+    Refused(String),
+}
+
+/// Whether the mail transport works, as the mailer last found it; shown by `/status` and
+/// `/metrics`.
+#[derive(Debug, Default)]
+pub struct TransportHealth {
+    down: std::sync::Mutex<Option<(DateTime<Utc>, String)>>,
+}
+
+impl TransportHealth {
+    /// Since when, and why, the transport fails; `None` while it works.
+    pub fn down_since(&self) -> Option<(DateTime<Utc>, String)> {
+        self.down.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, down: Option<String>) {
+        let mut state = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        match (down, state.is_some()) {
+            (Some(why), false) => *state = Some((time::now(), why)),
+            (None, true) => *state = None,
+            _ => {}
+        }
+        metrics::gauge!("payroll_email_transport_up").set(if state.is_some() { 0.0 } else { 1.0 });
     }
 }
 
@@ -166,6 +217,22 @@ pub struct Mailer {
     draining: bool,
     /// A nudge arrived while draining: go again right after.
     again: bool,
+    /// The mail server away: no round before this.
+    resume_at: Option<std::time::Instant>,
+    /// The mail server away: logged once an outage.
+    transport_outage: Outage,
+    /// Rounds that failed on the database: logged once an outage.
+    database_outage: Outage,
+    health: std::sync::Arc<TransportHealth>,
+}
+
+/// How a round ended.
+enum Round {
+    /// Every due message was tried; whether a full batch was due (so go again at once).
+    Done { full: bool },
+    /// The mail server is away: the round stopped at its first message, counted no attempt,
+    /// and gave the rest back.
+    TransportDown(String),
 }
 
 impl Mailer {
@@ -173,6 +240,7 @@ impl Mailer {
         db: Db,
         settings: EmailSettings,
         data_dir: &std::path::Path,
+        health: std::sync::Arc<TransportHealth>,
     ) -> Result<Mailer, MailerConfigError> {
         let from: Mailbox = settings
             .from
@@ -186,6 +254,10 @@ impl Mailer {
             transport: std::sync::Arc::new(transport),
             draining: false,
             again: false,
+            resume_at: None,
+            transport_outage: Outage::new("emails cannot be sent: the mail transport fails"),
+            database_outage: Outage::new("email outbox round failed"),
+            health,
         })
     }
 
@@ -202,6 +274,17 @@ impl Mailer {
             self.again = true;
             return;
         }
+        // The mail server (or the database) is away: the next round waits its turn, however
+        // many nudges come meanwhile.
+        if self
+            .resume_at
+            .is_some_and(|at| at > std::time::Instant::now())
+        {
+            return;
+        }
+        if self.db.health().unreachable_since().is_some() {
+            return;
+        }
         self.draining = true;
         self.again = false;
         let db = self.db.clone();
@@ -215,9 +298,26 @@ impl Mailer {
                 .map(|result, act, ctx| {
                     act.draining = false;
                     match result {
-                        Ok(full) if full || act.again => act.drain(ctx),
-                        Ok(_) => {}
-                        Err(err) => tracing::warn!(error = %err, "email outbox round failed"),
+                        Ok(Round::Done { full }) => {
+                            act.database_outage.succeeded();
+                            act.transport_outage.succeeded();
+                            act.health.set(None);
+                            act.resume_at = None;
+                            if full || act.again {
+                                act.drain(ctx);
+                            }
+                        }
+                        Ok(Round::TransportDown(why)) => {
+                            act.database_outage.succeeded();
+                            let wait = act.transport_outage.failed(&why);
+                            act.health.set(Some(why));
+                            act.resume_at = Some(std::time::Instant::now() + wait);
+                        }
+                        Err(err) => {
+                            act.db.health().report(&err);
+                            let wait = act.database_outage.failed(&err);
+                            act.resume_at = Some(std::time::Instant::now() + wait);
+                        }
                     }
                 }),
         );
@@ -297,7 +397,7 @@ async fn send_due(
     transport: &Transport,
     from: &Mailbox,
     max_attempts: i32,
-) -> Result<bool, DbErr> {
+) -> Result<Round, DbErr> {
     let started = std::time::Instant::now();
     let (due, claim) = claim_due(db).await?;
     let full = due.len() as u64 == BATCH;
@@ -311,13 +411,30 @@ async fn send_due(
             release(db, rest, claim).await?;
             telemetry::emails("sent", sent);
             telemetry::emails("failed", failed);
-            return Ok(true);
+            return Ok(Round::Done { full: true });
         }
         // Each message starts in a gap between payout writes (on SQLite), not ahead of them.
         db.stand_aside().await;
         let result = match build_message(&row, &sources, from) {
             Some(message) => transport.send(message).await,
-            None => Err("the payout no longer exists".to_owned()),
+            None => Err(SendFailure::Refused(
+                "the payout no longer exists".to_owned(),
+            )),
+        };
+        let result = match result {
+            Ok(()) => Ok(()),
+            Err(SendFailure::Refused(why)) => Err(why),
+            // The server is away: this message and the rest are given back as they were (no
+            // attempt counted), due again when the mailer tries the server next.
+            Err(SendFailure::TransportDown(why)) => {
+                let mut rest = vec![row.id];
+                rest.extend(due.map(|r| r.id));
+                release(db, rest, claim).await?;
+                telemetry::emails("sent", sent);
+                telemetry::emails("failed", failed);
+                telemetry::emails("transport_down", 1);
+                return Ok(Round::TransportDown(why));
+            }
         };
         let attempts = row.attempts + 1;
         let update = email_outbox::Entity::update_many()
@@ -366,7 +483,7 @@ async fn send_due(
     }
     telemetry::emails("sent", sent);
     telemetry::emails("failed", failed);
-    Ok(full)
+    Ok(Round::Done { full })
 }
 
 /// The payouts and runs a round's messages are rendered from, read in two queries a round.
@@ -437,6 +554,7 @@ impl Actor for Mailer {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         telemetry::actor_started(Self::KIND);
+        self.health.set(None);
         ctx.run_interval(Duration::from_secs(1), |act, ctx| act.drain(ctx));
         self.drain(ctx);
     }

@@ -28,11 +28,13 @@ use super::{
 };
 use crate::{
     exchange::actor::WithdrawalResults,
+    outage::Outage,
     telemetry::{self, ActorKind, Handling, Observed},
 };
 
 mod claiming;
 mod following;
+mod loading;
 
 /// Tells the manager that an actor is going away; the manager forgets that actor (and only
 /// that one) before it stops, so its supervisor does not bring it back.
@@ -83,6 +85,13 @@ pub struct RunActor {
     /// Retired: if its supervisor restarts it (an address was still held), it stays inert;
     /// the manager starts a new actor for the run when one is needed.
     retired: bool,
+    /// The run is not in the database (loaded and not found): requests answer 404.
+    gone: bool,
+    /// Why the last load failed (the database away): requests answer it (503) while the
+    /// actor tries again, never 404 for a run that exists.
+    load_error: Option<RunError>,
+    /// Loads, steps and heartbeats that failed on the database: logged once an outage.
+    outage: Outage,
 }
 
 /// How long a paying run with nothing left to claim goes before its payouts are read again
@@ -114,6 +123,9 @@ impl RunActor {
             last_heartbeat: now,
             paused: false,
             retired: false,
+            gone: false,
+            load_error: None,
+            outage: Outage::new("the run's work failed on the database"),
         }
     }
 
@@ -128,53 +140,6 @@ impl RunActor {
 
     fn poll_interval(&self) -> Duration {
         Duration::from_millis(self.deps.runs.poll_interval_ms.max(10))
-    }
-
-    /// Loads the snapshot, takes the run's lease if the run has work of its own, and picks up
-    /// whatever the run was doing.
-    fn load(&mut self, ctx: &mut Context<Self>) {
-        let deps = self.deps.clone();
-        let run_id = self.run_id.clone();
-        ctx.wait(
-            async move {
-                let snapshot = store::load(&deps.db, &run_id).await?;
-                let owns = if lease::WORKING.contains(&snapshot.run.status) {
-                    lease::acquire(&deps.db, &deps.lease, &run_id).await?
-                } else {
-                    lease::release(&deps.db, &deps.lease, &run_id).await?;
-                    false
-                };
-                let unsettled = if owns && snapshot.run.status == RunStatus::PayingOut {
-                    store::unsettled_client_ids(&deps.db, &run_id).await?
-                } else {
-                    Vec::new()
-                };
-                Ok::<_, RunError>((snapshot, owns, unsettled))
-            }
-            .instrument(self.span())
-            .in_runtime()
-            .into_actor(self)
-            .map(|result, act, ctx| match result {
-                Ok((snapshot, owns, unsettled)) => {
-                    act.snapshot = Some(snapshot);
-                    act.exhausted = None;
-                    act.claim_from = None;
-                    act.owns = owns;
-                    act.last_heartbeat = Instant::now();
-                    // Outcomes unknown after a restart or a takeover: ask the exchange before
-                    // anything else.
-                    act.watch_at(Instant::now(), unsettled);
-                    act.after_change(ctx);
-                }
-                Err(RunError::NotFound) => {
-                    act.snapshot = None;
-                }
-                Err(err) => {
-                    tracing::error!(run_id = %act.run_id, error = %err, "run could not be loaded");
-                    act.retire(ctx);
-                }
-            }),
-        );
     }
 
     fn watch_at(&mut self, due: Instant, ids: Vec<String>) {
@@ -326,7 +291,7 @@ impl RunActor {
                 // The database may be away for a moment: keep the lease as it stands (it
                 // expires on its own if this lasts).
                 Err(err) => {
-                    tracing::warn!(run_id = %act.run_id, error = %err, "lease heartbeat failed")
+                    act.outage.failed(&format!("run {}: lease heartbeat: {err}", act.run_id));
                 }
             }),
         );
@@ -408,9 +373,18 @@ impl RunActor {
         );
     }
 
-    /// An error mid-step: stop, so the supervisor restarts the actor from the database.
+    /// An error mid-step: stop, so the supervisor restarts the actor from the database. What
+    /// a step committed is there; what it did not (a commit whose outcome is unknown counts as
+    /// not known) is found again: unknown withdrawals are looked up before anything is sent.
     fn fail(&mut self, ctx: &mut Context<Self>, err: RunError) {
-        tracing::warn!(run_id = %self.run_id, error = %err, "run step failed; reloading from the database");
+        if err.fault().is_some() {
+            self.outage.failed(&format!(
+                "run {}: step failed, reloading: {err}",
+                self.run_id
+            ));
+        } else {
+            tracing::warn!(run_id = %self.run_id, error = %err, "run step failed; reloading from the database");
+        }
         ctx.stop();
     }
 
@@ -491,8 +465,9 @@ impl Handler<RunRequest> for RunActor {
                     let snapshot = act.snapshot.clone();
                     let owned = act.owns;
                     let paused = act.paused;
+                    let unloaded = act.unloaded();
                     async move {
-                        let mut snapshot = snapshot.ok_or(RunError::NotFound)?;
+                        let mut snapshot = snapshot.ok_or(unloaded)?;
                         let mut recorded = Recorded::default();
                         // Only the lease holder follows the run's withdrawals; elsewhere a sync
                         // answers the run as stored.
@@ -549,13 +524,16 @@ impl Handler<RunRequest> for RunActor {
                         Err(err) => {
                             // A refusal changes nothing; a failure part-way (a sync reconciles
                             // before it answers) may have committed something, so reload.
-                            if matches!(
-                                err,
-                                RunError::Stale
-                                    | RunError::Db(_)
-                                    | RunError::Unavailable(_)
-                                    | RunError::Exchange(_)
-                            ) {
+                            if act.snapshot.is_some()
+                                && matches!(
+                                    err,
+                                    RunError::Stale
+                                        | RunError::Db(_)
+                                        | RunError::Database(..)
+                                        | RunError::Unavailable(_)
+                                        | RunError::Exchange(_)
+                                )
+                            {
                                 act.fail(ctx, err.clone());
                             }
                             Err(err)

@@ -19,6 +19,7 @@ use crate::{
     audit::{self, system_entry},
     events::{insert_events, run_event},
     exchange::{
+        ExchangeError,
         desk::{DecisionGuard, DeskError},
         holds,
     },
@@ -67,6 +68,9 @@ impl From<DeskError> for RunError {
     fn from(err: DeskError) -> RunError {
         match err {
             DeskError::Db(e) => e.into(),
+            DeskError::Exchange(ExchangeError::Database(fault, cause)) => {
+                RunError::Database(fault, cause)
+            }
             DeskError::Exchange(e) => RunError::Exchange(e.to_string()),
             DeskError::Mailbox(e) => RunError::Unavailable(e.to_string()),
         }

@@ -5,10 +5,10 @@
 //! database. Any instance may still carry out a client's command on any run: run writes check
 //! the run's version, so a stale writer fails and reloads instead of overwriting.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use chrono::{DateTime, Utc};
-use payroll_entities::{RunStatus, db::Db, payroll_run, run_lease, time};
+use payroll_entities::{RunStatus, db::Db, health::DbHealth, payroll_run, run_lease};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect,
     sea_query::{Expr, ExprTrait, OnConflict, Query},
@@ -17,20 +17,29 @@ use sea_orm::{
 /// The statuses in which a run has work of its own (watching funds, paying out).
 pub const WORKING: [RunStatus; 2] = [RunStatus::Confirmed, RunStatus::PayingOut];
 
-/// Who this instance is and how long its leases last.
+/// Who this instance is, how long its leases last, and the clock they are read by.
 #[derive(Debug, Clone)]
 pub struct LeaseSettings {
     /// This process's instance id, unique per start.
     pub owner: String,
     pub ttl: Duration,
+    /// The database's health, which reads the database's clock: every instance writes and
+    /// compares leases by that one clock, not its own (CONTRACT §13).
+    clock: Arc<DbHealth>,
 }
 
 impl LeaseSettings {
-    pub fn new(ttl: Duration) -> LeaseSettings {
+    pub fn new(ttl: Duration, clock: Arc<DbHealth>) -> LeaseSettings {
         LeaseSettings {
             owner: format!("ins_{}", ulid::Ulid::new()),
             ttl,
+            clock,
         }
+    }
+
+    /// Now by the database's clock.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.clock_now()
     }
 
     /// How often a holder renews: three times per lease.
@@ -47,7 +56,7 @@ impl LeaseSettings {
 /// instance holds a lease that has not expired.
 pub async fn acquire(db: &Db, settings: &LeaseSettings, run_id: &str) -> Result<bool, DbErr> {
     let tx = db.begin_write().await?;
-    let now = time::now();
+    let now = settings.now();
     let row = run_lease::Model {
         run_id: run_id.to_owned(),
         owner: settings.owner.clone(),
@@ -82,7 +91,7 @@ pub async fn holds<C: ConnectionTrait>(
     // transaction that checked it has committed, so the new holder sees what it committed.
     let held = run_lease::Entity::find_by_id(run_id.to_owned())
         .filter(run_lease::Column::Owner.eq(settings.owner.as_str()))
-        .filter(run_lease::Column::ExpiresAt.gt(time::now()))
+        .filter(run_lease::Column::ExpiresAt.gt(settings.now()))
         .lock_shared()
         .one(conn)
         .await?;
@@ -93,7 +102,7 @@ pub async fn holds<C: ConnectionTrait>(
 /// with an actor here). It runs beside the actors, so a run actor busy with a long step
 /// keeps its lease.
 pub async fn renew(db: &Db, settings: &LeaseSettings, run_ids: &[String]) -> Result<(), DbErr> {
-    let now = time::now();
+    let now = settings.now();
     for chunk in run_ids.chunks(500) {
         let tx = db.begin_write().await?;
         run_lease::Entity::update_many()
@@ -113,7 +122,7 @@ pub async fn renew(db: &Db, settings: &LeaseSettings, run_ids: &[String]) -> Res
 
 /// A subquery of the runs whose lease this instance holds now.
 pub fn held_runs(settings: &LeaseSettings) -> sea_orm::sea_query::SelectStatement {
-    run_lease::runs_held_by(&settings.owner, time::now())
+    run_lease::runs_held_by(&settings.owner, settings.now())
 }
 
 /// Gives the run's lease up (the run is done, or this instance is stopping), so another
@@ -141,11 +150,14 @@ pub async fn release_all(db: &Db, settings: &LeaseSettings) -> Result<u64, DbErr
 }
 
 /// Runs with work of their own and no live lease: nobody works them.
-pub async fn orphaned<C: ConnectionTrait>(conn: &C) -> Result<Vec<String>, DbErr> {
+pub async fn orphaned<C: ConnectionTrait>(
+    conn: &C,
+    settings: &LeaseSettings,
+) -> Result<Vec<String>, DbErr> {
     let live = Query::select()
         .column(run_lease::Column::RunId)
         .from(run_lease::Entity)
-        .and_where(Expr::col(run_lease::Column::ExpiresAt).gt(time::now()))
+        .and_where(Expr::col(run_lease::Column::ExpiresAt).gt(settings.now()))
         .to_owned();
     payroll_run::Entity::find()
         .select_only()

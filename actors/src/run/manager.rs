@@ -18,6 +18,7 @@ use super::{
     lease,
     messages::{CreateRun, RunError, RunReply, RunRequest},
 };
+use crate::outage::Outage;
 use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 
 pub struct RunManager {
@@ -25,6 +26,10 @@ pub struct RunManager {
     actors: HashMap<String, Addr<RunActor>>,
     /// Shutting down: no run is taken over any more.
     stopping: bool,
+    /// Renewals of leases that failed (the database away): logged once an outage.
+    renewals: Outage,
+    /// Reads of runs nobody works that failed: logged once an outage.
+    orphans: Outage,
 }
 
 impl RunManager {
@@ -33,6 +38,8 @@ impl RunManager {
             deps,
             actors: HashMap::new(),
             stopping: false,
+            renewals: Outage::new("run leases could not be renewed"),
+            orphans: Outage::new("runs without a live lease could not be read"),
         }
     }
 
@@ -40,7 +47,9 @@ impl RunManager {
     /// retires: one that is restarting (its supervisor reloads it) keeps its address, so a run
     /// never has two writers.
     fn actor_for(&mut self, run_id: &str, ctx: &mut Context<Self>) -> Addr<RunActor> {
-        if let Some(addr) = self.actors.get(run_id) {
+        // An address whose actor is gone (its arbiter stopped) is never handed out: a new
+        // actor takes the run.
+        if let Some(addr) = self.actors.get(run_id).filter(|a| a.connected()) {
             return addr.clone();
         }
         let deps = self.deps.clone();
@@ -82,23 +91,26 @@ impl RunManager {
         let deps = self.deps.clone();
         let live: Vec<String> = self.actors.keys().cloned().collect();
         ctx.spawn(
-            async move {
-                if let Err(err) = lease::renew(&deps.db, &deps.lease, &live).await {
-                    tracing::warn!(error = %err, "run leases could not be renewed");
-                }
-            }
-            .in_runtime()
-            .into_actor(self),
+            async move { lease::renew(&deps.db, &deps.lease, &live).await }
+                .in_runtime()
+                .into_actor(self)
+                .map(|renewed, act, _| match renewed {
+                    Ok(()) => act.renewals.succeeded(),
+                    Err(err) => {
+                        act.renewals.failed(&err);
+                    }
+                }),
         );
         if self.stopping {
             return;
         }
-        let db = self.deps.db.clone();
+        let deps = self.deps.clone();
         ctx.spawn(
-            async move { lease::orphaned(&db.conn).await }
+            async move { lease::orphaned(&deps.db.conn, &deps.lease).await }
                 .in_runtime().into_actor(self)
                 .map(|result, act, ctx| match result {
                     Ok(ids) => {
+                        act.orphans.succeeded();
                         for id in ids {
                             match act.actors.get(&id) {
                                 // An actor here whose copy of the run may be out of date (it
@@ -111,7 +123,9 @@ impl RunManager {
                             }
                         }
                     }
-                    Err(err) => tracing::warn!(error = %err, "runs without a lease could not be read"),
+                    Err(err) => {
+                        act.orphans.failed(&err);
+                    }
                 }),
         );
     }

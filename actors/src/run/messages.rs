@@ -2,7 +2,11 @@
 
 use actix::Message;
 use chrono::{DateTime, Utc};
-use payroll_entities::{RunStatus, RunType, job, payroll_run};
+use payroll_entities::{
+    RunStatus, RunType,
+    health::{self, Fault},
+    job, payroll_run,
+};
 
 use super::transitions::{PayoutRefused, Refused};
 use crate::acknowledgement::Acknowledgement;
@@ -162,17 +166,29 @@ pub enum RunError {
     Stale,
     #[error("the run is not available now: {0}")]
     Unavailable(String),
+    /// The database is unreachable or failing (an infrastructure fault, not a bug).
+    #[error("database {fault}: {cause}", fault = .0.as_str(), cause = .1)]
+    Database(Fault, String),
+    /// A database error that is a bug.
     #[error("database error: {0}")]
     Db(String),
 }
 
 impl From<sea_orm::DbErr> for RunError {
     fn from(err: sea_orm::DbErr) -> RunError {
-        match err {
-            sea_orm::DbErr::ConnectionAcquire(_) | sea_orm::DbErr::Conn(_) => {
-                RunError::Unavailable(err.to_string())
-            }
-            other => RunError::Db(other.to_string()),
+        match health::classify(&err) {
+            Some(fault) => RunError::Database(fault, err.to_string()),
+            None => RunError::Db(err.to_string()),
+        }
+    }
+}
+
+impl RunError {
+    /// The database fault behind this error, if it is one.
+    pub fn fault(&self) -> Option<Fault> {
+        match self {
+            RunError::Database(fault, _) => Some(*fault),
+            _ => None,
         }
     }
 }

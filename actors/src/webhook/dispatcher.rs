@@ -19,6 +19,7 @@ use super::{
     settings::WebhookDeps,
     store,
 };
+use crate::outage::Outage;
 use crate::telemetry::{self, ActorKind, Handling, Observed};
 
 /// Outcomes recorded per transaction at most.
@@ -60,6 +61,8 @@ pub struct WebhookDispatcher {
     last_active: Instant,
     /// The endpoint was deleted or disabled: nothing more is sent until a reload says otherwise.
     gone: bool,
+    /// Claims and records that failed on the database: logged once an outage.
+    outage: Outage,
 }
 
 impl Actor for WebhookDispatcher {
@@ -156,6 +159,7 @@ impl WebhookDispatcher {
             timer: None,
             last_active: Instant::now(),
             gone: false,
+            outage: Outage::new("webhook deliveries could not be claimed or recorded"),
         }
     }
 
@@ -217,7 +221,8 @@ impl WebhookDispatcher {
         let held: Vec<String> = self.held.iter().cloned().collect();
         ctx.spawn(
             async move { store::claim_due(&deps, &endpoint_id, limit, held).await }
-                .in_runtime().into_actor(self)
+                .in_runtime()
+                .into_actor(self)
                 .map(move |result, act, ctx| {
                     act.claiming = false;
                     match result {
@@ -231,6 +236,7 @@ impl WebhookDispatcher {
                             claimed,
                             next_due,
                         }) => {
+                            act.outage.succeeded();
                             act.endpoint = Some(target);
                             act.drained =
                                 claimed.len() < limit && !std::mem::take(&mut act.wake_again);
@@ -244,7 +250,8 @@ impl WebhookDispatcher {
                             act.fill(ctx);
                         }
                         Err(e) => {
-                            tracing::warn!(endpoint = %act.endpoint_id, error = %e, "claiming webhook deliveries failed");
+                            act.outage
+                                .failed(&format!("endpoint {}: claim: {e}", act.endpoint_id));
                             act.drained = true;
                             act.arm(time::now() + chrono::Duration::seconds(5), ctx);
                         }
@@ -331,17 +338,16 @@ impl WebhookDispatcher {
                 let result = store::record(&deps, &endpoint_id, &outcomes).await;
                 (result, outcomes)
             }
-            .in_runtime().into_actor(self)
+            .in_runtime()
+            .into_actor(self)
             .map(|(result, outcomes), act, ctx| {
                 act.flushing = false;
                 match result {
                     Ok(recorded) => {
+                        act.outage.succeeded();
                         let succeeded = outcomes.iter().filter(|o| o.succeeded()).count() as u64;
                         telemetry::webhook_deliveries("succeeded", succeeded);
-                        telemetry::webhook_deliveries(
-                            "failed",
-                            outcomes.len() as u64 - succeeded,
-                        );
+                        telemetry::webhook_deliveries("failed", outcomes.len() as u64 - succeeded);
                         for o in &outcomes {
                             act.held.remove(&o.delivery_id);
                         }
@@ -356,7 +362,8 @@ impl WebhookDispatcher {
                     }
                     // Kept and recorded again shortly; the deliveries stay held meanwhile.
                     Err(e) => {
-                        tracing::error!(endpoint = %act.endpoint_id, error = %e, "recording webhook attempts failed; retrying");
+                        act.outage
+                            .failed(&format!("endpoint {}: record: {e}", act.endpoint_id));
                         let mut kept = outcomes;
                         kept.append(&mut act.results);
                         act.results = kept;

@@ -15,6 +15,7 @@ use super::{
     settings::WebhookDeps,
     store,
 };
+use crate::outage::Outage;
 use crate::telemetry::{self, ActorKind, CountedSend, Handling, Observed};
 
 /// How often the supervisor looks for due deliveries on its own.
@@ -26,6 +27,8 @@ pub struct WebhookSupervisor {
     dispatchers: HashMap<String, Addr<WebhookDispatcher>>,
     scanning: bool,
     again: bool,
+    /// Scans that failed on the database: logged once an outage.
+    outage: Outage,
 }
 
 impl WebhookSupervisor {
@@ -36,6 +39,7 @@ impl WebhookSupervisor {
             dispatchers: HashMap::new(),
             scanning: false,
             again: false,
+            outage: Outage::new("webhook scan failed"),
         }
     }
 
@@ -93,11 +97,14 @@ impl WebhookSupervisor {
             act.scanning = false;
             match found {
                 Ok(endpoints) => {
+                    act.outage.succeeded();
                     for endpoint_id in endpoints {
                         act.dispatcher(&endpoint_id, ctx).counted_do_send(Wake);
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "webhook scan failed"),
+                Err(e) => {
+                    act.outage.failed(&e);
+                }
             }
             if std::mem::take(&mut act.again) {
                 act.scan(false, ctx);

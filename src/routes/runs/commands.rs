@@ -158,8 +158,16 @@ pub fn run_error(req: &ApiRequest, run_id: &str, err: RunError) -> ApiError {
         RunError::Exchange(reason) => exchange_failed(req, &reason),
         RunError::Stale | RunError::Unavailable(_) => {
             tracing::warn!(run_id, error = %err, "run command not carried out");
-            ApiError::unavailable("The run is being reloaded; nothing was changed.")
-                .hint("Retry in a moment with the same Idempotency-Key.")
+            let mut err = ApiError::unavailable("The run is being reloaded; nothing was changed.")
+                .detail("reason", "overloaded")
+                .detail("retry_after_seconds", 1u64)
+                .hint("Retry in a moment with the same Idempotency-Key.");
+            err.retry_after = Some(1);
+            err
+        }
+        RunError::Database(fault, cause) => {
+            tracing::warn!(run_id, fault = fault.as_str(), error = %cause, "run command not carried out: database fault");
+            ApiError::database(fault)
         }
         RunError::Db(cause) => ApiError::internal(cause),
     }
