@@ -27,6 +27,7 @@ mod receiver;
 mod reconciliation;
 mod runs;
 mod security;
+mod several_instances;
 mod status;
 mod volume;
 mod webhooks;

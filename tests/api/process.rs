@@ -89,16 +89,14 @@ impl Setup {
         Setup::on_database(url).await
     }
 
-    /// Servers of the database at `url` (a SQLite file in the setup's folder when `None`).
+    /// Servers of the database at `url` (a SQLite file in the setup's folder when `None`),
+    /// with a key of every scope.
     pub(crate) async fn on_database(url: Option<String>) -> Setup {
-        let dir = tempfile::tempdir().expect("temp dir");
+        let mut setup = Setup::bare(url);
         let mut settings = Settings::defaults().expect("settings");
-        settings.data.dir = dir.path().to_path_buf();
-        if let Some(url) = url {
-            settings.database.url = payroll::config::Secret::new(url);
-        }
-        let database_url = settings.database_url();
-        let key = payroll::cli::admin::create_key(
+        settings.data.dir = setup.dir.path().to_path_buf();
+        settings.database.url = payroll::config::Secret::new(setup.database_url.clone());
+        setup.key = payroll::cli::admin::create_key(
             &settings,
             "crash-test",
             &auth::all_scope_names(),
@@ -109,10 +107,23 @@ impl Setup {
         .key
         .flatten()
         .expect("plaintext");
+        setup
+    }
+
+    /// As [`Setup::on_database`], without a key: the database is left as it is (empty, say)
+    /// until a server starts on it.
+    pub(crate) fn bare(url: Option<String>) -> Setup {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut settings = Settings::defaults().expect("settings");
+        settings.data.dir = dir.path().to_path_buf();
+        if let Some(url) = url {
+            settings.database.url = payroll::config::Secret::new(url);
+        }
+        let database_url = settings.database_url();
         Setup {
             dir,
             database_url,
-            key,
+            key: String::new(),
             client: awc::Client::builder()
                 .timeout(Duration::from_secs(30))
                 .finish(),
@@ -131,6 +142,14 @@ impl Setup {
 
     /// Starts `payroll serve` as a child process and waits until it answers.
     pub(crate) async fn start(&self, n: usize) -> Server {
+        let server = self.spawn(n, &[]);
+        self.wait_ready(&server, n).await;
+        server
+    }
+
+    /// Starts `payroll serve` as a child process, with these environment variables besides
+    /// the setup's, and answers at once.
+    pub(crate) fn spawn(&self, n: usize, env: &[(&str, &str)]) -> Server {
         let port = free_port();
         let log = std::fs::File::create(self.log_path(n)).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_payroll"))
@@ -148,15 +167,20 @@ impl Setup {
             .env("PAYROLL__RUNS__POLL_INTERVAL_MS", "100")
             .env("PAYROLL__RUNS__LEASE_TTL_MS", "1500")
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("server starts");
-        let server = Server {
+        Server {
             child: Process(child),
             base: format!("http://127.0.0.1:{port}"),
-        };
+        }
+    }
+
+    /// Waits until server `n` answers `/readyz` 200.
+    pub(crate) async fn wait_ready(&self, server: &Server, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Ok(res) = self
@@ -166,7 +190,7 @@ impl Setup {
                 .await
                 && res.status().is_success()
             {
-                return server;
+                return;
             }
             assert!(
                 Instant::now() < deadline,

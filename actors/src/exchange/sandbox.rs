@@ -55,19 +55,20 @@ impl SandboxProvider {
                 settings.treasury_initial_usd_cents,
             ),
         ] {
-            if sandbox_balance::Entity::find_by_id(account)
-                .one(&*tx)
-                .await?
-                .is_none()
-            {
-                sandbox_balance::ActiveModel {
-                    account: Set(account),
-                    balance_usd_cents: Set(initial),
-                    updated_at: Set(time::now()),
-                }
-                .insert(&*tx)
-                .await?;
-            }
+            // Instances started together on an empty database each try: the first one's row
+            // stays, the others' are left out.
+            sandbox_balance::Entity::insert(sandbox_balance::ActiveModel {
+                account: Set(account),
+                balance_usd_cents: Set(initial),
+                updated_at: Set(time::now()),
+            })
+            .on_conflict(
+                sea_orm::sea_query::OnConflict::column(sandbox_balance::Column::Account)
+                    .do_nothing()
+                    .to_owned(),
+            )
+            .exec_without_returning(&*tx)
+            .await?;
         }
         tx.commit().await?;
         Ok(SandboxProvider {

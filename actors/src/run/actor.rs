@@ -521,6 +521,11 @@ impl Handler<RunRequest> for RunActor {
                             act.after_change(ctx);
                             Ok(done.reply)
                         }
+                        Err(RunError::Superseded(answer)) => {
+                            // Judged against the run as stored: this actor's copy is old.
+                            act.load(ctx);
+                            Err(RunError::Superseded(answer))
+                        }
                         Err(err) => {
                             // A refusal changes nothing; a failure part-way (a sync reconciles
                             // before it answers) may have committed something, so reload.

@@ -349,6 +349,13 @@ async fn execute(
         return Err(refused(&run, &RunCommand::Execute));
     }
     let (tx, f, _funds) = funds_transaction(deps, &run.id, None).await?;
+    // Another instance may have executed it meanwhile: then this one answers 409, having
+    // written nothing.
+    store::lock_version(&*tx, &run, |stored| match stored.status {
+        RunStatus::Confirmed | RunStatus::Deposited => Ok(()),
+        _ => Err(refused(stored, &RunCommand::Execute)),
+    })
+    .await?;
     if !f.sufficient() {
         return Err(RunError::InsufficientFunds {
             required: f.required,
@@ -513,6 +520,13 @@ async fn retry(
         )])
     })?;
     let (tx, f, _funds) = funds_transaction(deps, &run.id, Some(required.0)).await?;
+    // Another instance may have retried it meanwhile: judged again against the stored run.
+    store::lock_version(&*tx, &run, |stored| {
+        transitions::apply(stored.status, RunOp::RetryFailed)
+            .map(|_| ())
+            .map_err(|_| refused(stored, &command))
+    })
+    .await?;
     if !f.sufficient() {
         return Err(RunError::InsufficientFunds {
             required: f.required,

@@ -166,6 +166,10 @@ pub enum RunError {
     Stale,
     #[error("the run is not available now: {0}")]
     Unavailable(String),
+    /// The run changed elsewhere (another instance) since this actor's snapshot: the command
+    /// was judged again against the run as stored, with this answer; the actor reloads.
+    #[error("{0}")]
+    Superseded(Box<RunError>),
     /// The database is unreachable or failing (an infrastructure fault, not a bug).
     #[error("database {fault}: {cause}", fault = .0.as_str(), cause = .1)]
     Database(Fault, String),
@@ -188,6 +192,7 @@ impl RunError {
     pub fn fault(&self) -> Option<Fault> {
         match self {
             RunError::Database(fault, _) => Some(*fault),
+            RunError::Superseded(inner) => inner.fault(),
             _ => None,
         }
     }

@@ -79,6 +79,38 @@ pub async fn save_run<C: ConnectionTrait>(
     }
 }
 
+/// Locks the run's row for the rest of the transaction and checks that it is still the
+/// snapshot's version. When another instance changed it meanwhile (two instances executing
+/// one run at once), the command is judged again against the run as stored: refused with its
+/// current status when it no longer applies (`applies` says), else [`RunError::Stale`] (the
+/// actor reloads and the client retries). Either way it is [`RunError::Superseded`], before
+/// anything is written.
+pub async fn lock_version<C: ConnectionTrait>(
+    conn: &C,
+    snapshot: &payroll_run::Model,
+    applies: impl FnOnce(&payroll_run::Model) -> Result<(), RunError>,
+) -> Result<(), RunError> {
+    let stored = payroll_run::Entity::find_by_id(snapshot.id.clone())
+        .lock_exclusive()
+        .one(conn)
+        .await?
+        .ok_or(RunError::NotFound)?;
+    if stored.version == snapshot.version {
+        return Ok(());
+    }
+    tracing::info!(
+        run_id = %snapshot.id,
+        snapshot_version = snapshot.version,
+        stored_version = stored.version,
+        "the run changed elsewhere; the command is judged against the stored run"
+    );
+    let answer = match applies(&stored) {
+        Ok(()) => RunError::Stale,
+        Err(refusal) => refusal,
+    };
+    Err(RunError::Superseded(Box::new(answer)))
+}
+
 /// Writes the job, stamping its update time.
 pub async fn save_job<C: ConnectionTrait>(conn: &C, job: &mut job::Model) -> Result<(), RunError> {
     job.updated_at = time::now();

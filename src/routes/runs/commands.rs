@@ -165,6 +165,7 @@ pub fn run_error(req: &ApiRequest, run_id: &str, err: RunError) -> ApiError {
             err.retry_after = Some(1);
             err
         }
+        RunError::Superseded(answer) => run_error(req, run_id, *answer),
         RunError::Database(fault, cause) => {
             tracing::warn!(run_id, fault = fault.as_str(), error = %cause, "run command not carried out: database fault");
             ApiError::database(fault)
