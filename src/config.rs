@@ -349,6 +349,11 @@ impl Settings {
                 30 * DAY_MS,
             ),
             (
+                "exchange.send_deadline_ms",
+                self.exchange.send_deadline_ms,
+                DAY_MS,
+            ),
+            (
                 "exchange.sandbox.completion_delay_ms",
                 self.exchange.sandbox.completion_delay_ms,
                 DAY_MS,
@@ -384,6 +389,9 @@ impl Settings {
         }
         if self.exchange.in_flight_window == 0 {
             return bad("exchange.in_flight_window", "must be at least 1");
+        }
+        if self.exchange.send_deadline_ms == 0 {
+            return bad("exchange.send_deadline_ms", "must be at least 1");
         }
         if self.exchange.max_sends == 0 || self.exchange.max_sends > 100 {
             return bad("exchange.max_sends", "must be from 1 to 100");

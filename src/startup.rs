@@ -255,7 +255,14 @@ impl Application {
             Duration::from_millis(settings.runs.lease_ttl_ms),
             db.health().clone(),
         );
-        let exchange = ExchangeActor::new(provider, limit, db.clone(), lease.owner.clone()).start();
+        let exchange = ExchangeActor::new(
+            provider,
+            limit,
+            db.clone(),
+            lease.owner.clone(),
+            Duration::from_millis(settings.exchange.send_deadline_ms),
+        )
+        .start();
         let funds = FundsDesk::new(db.clone(), exchange.clone());
         let mail_transport = Arc::new(TransportHealth::default());
         let (mailer, mailer_arbiter) = Mailer::new(

@@ -42,6 +42,10 @@ pub struct ExchangeSettings {
     pub max_sends: u32,
     /// A job that cannot reach the exchange this long is FAILED.
     pub unreachable_fail_ms: u64,
+    /// A send stamped this long ago and not yet gone is not sent: it stays unknown and is
+    /// looked up (so an instance paused between stamp and send cannot send after another
+    /// instance resent).
+    pub send_deadline_ms: u64,
     pub sandbox: SandboxSettings,
     pub okx: OkxSettings,
 }

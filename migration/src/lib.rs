@@ -31,6 +31,7 @@ mod m20261126_000003_drop_events_resource_index;
 mod m20261127_000001_status_written_in_place;
 mod m20261128_000001_drop_outbox_payout_index;
 mod m20261129_000001_create_database_probes;
+mod m20261129_000002_count_funding_decisions;
 mod postgres;
 mod unused_index;
 
@@ -69,6 +70,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000001_status_written_in_place::Migration),
             Box::new(m20261128_000001_drop_outbox_payout_index::MIGRATION),
             Box::new(m20261129_000001_create_database_probes::Migration),
+            Box::new(m20261129_000002_count_funding_decisions::Migration),
         ]
     }
 }

@@ -5,12 +5,13 @@ use payroll_actors::exchange::{
     ExchangeError,
     actor::{ListTransfers, Transfer},
     desk::DeskError,
+    holds,
 };
 use payroll_actors::telemetry::{CountedSend, MAILBOX_LIMIT};
 use payroll_actors::views::Timestamp;
 use payroll_entities::{
-    Cents, MAX_MONEY_CENTS, Network, Stablecoin, TransferDirection, TransferStatus, time,
-    treasury_transfer,
+    Cents, MAX_MONEY_CENTS, Network, Stablecoin, TransferDirection, TransferStatus, db::Db,
+    health::Fault, time, treasury_transfer,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -137,6 +138,7 @@ fn desk_failed(req: &ApiRequest, err: DeskError) -> ApiError {
             ApiError::database(fault)
         }
         DeskError::Exchange(e) => exchange_failed(req, &e.to_string()),
+        DeskError::Contended => ApiError::database(Fault::Conflict),
     }
 }
 
@@ -192,9 +194,12 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
     let amount = Cents(body.amount_usd_cents.unwrap_or_default());
     let direction = body.direction.unwrap_or(TransferDirection::ToExchange);
     let state = req.state();
+    let transfer_id = transfer_id(&req);
     // Money leaving the exchange never takes what runs hold: the decision is taken at the
-    // exchange actor's consistent point and keeps the decision lock until the transfer is made.
-    let decision = match direction {
+    // exchange actor's consistent point and commits a hold of the amount, which keeps every
+    // decision taken meanwhile off that money while the exchange makes the transfer (no lock
+    // is held across that call); the hold goes once the exchange has answered.
+    let held = match direction {
         TransferDirection::ToTreasury => {
             let decision = state
                 .funds
@@ -214,22 +219,31 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
                 .detail("requested_usd_cents", amount.0)
                 .detail("available_usd_cents", available));
             }
-            Some(decision)
+            let (tx, guard) = decision.begin();
+            holds::hold_transfer(&*tx, &transfer_id, amount.0).await?;
+            tx.commit().await?;
+            drop(guard);
+            true
         }
-        TransferDirection::ToExchange => None,
+        TransferDirection::ToExchange => false,
     };
-    let transfer = state
-        .exchange
-        .bounded_send(
-            Transfer {
-                transfer_id: transfer_id(&req),
-                direction,
-                amount,
-                note: body.note,
-            },
-            MAILBOX_LIMIT,
-        )?
-        .await?
+    let sent = state.exchange.bounded_send(
+        Transfer {
+            transfer_id: transfer_id.clone(),
+            direction,
+            amount,
+            note: body.note,
+        },
+        MAILBOX_LIMIT,
+    );
+    let answer = match sent {
+        Ok(request) => request.await.map_err(ApiError::from),
+        Err(overloaded) => Err(ApiError::from(overloaded)),
+    };
+    if held {
+        release_transfer_hold(&state.db, &transfer_id, matches!(answer, Ok(Ok(_)))).await;
+    }
+    let transfer = answer?
         .map_err(|err| match err {
             ExchangeError::InsufficientFunds {
                 requested,
@@ -255,7 +269,6 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
                 ApiError::database(fault)
             }
         })?;
-    drop(decision);
     let shown = TransferResource::from(&transfer);
     let tx = state.db.begin_write().await?;
     let record = AuditRecord::new(
@@ -268,6 +281,31 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
     );
     req.commit::<_, TransferResource>(tx, StatusCode::CREATED, &shown, None, record)
         .await
+}
+
+/// Releases the hold of an outgoing transfer once the exchange has answered: it took the
+/// money (its balance is lower now), or it did not. One left by a failure here, or a crash, is
+/// released by the retention janitor later.
+async fn release_transfer_hold(db: &Db, transfer_id: &str, made: bool) {
+    let why = if made {
+        holds::Release::Accepted
+    } else {
+        holds::Release::Cancelled
+    };
+    let released = async {
+        let tx = db.begin_write().await?;
+        holds::release(
+            &*tx,
+            &[(transfer_id.to_owned(), holds::TRANSFER_ATTEMPT)],
+            why,
+        )
+        .await?;
+        tx.commit().await
+    }
+    .await;
+    if let Err(err) = released {
+        tracing::warn!(transfer_id, error = %err, "the transfer's hold was not released now; the retention janitor releases it");
+    }
 }
 
 /// List treasury transfers, newest first.

@@ -698,20 +698,20 @@ async fn the_sandbox_answers_a_client_id_the_same_way_every_time() {
         address: evm_address(id),
     };
     // Refused for lack of funds: refused again after funds arrive, never accepted later.
-    let first = provider.withdraw(&[request("pay_a-1")]).await;
+    let first = provider.withdraw(&[request("pay_a-1")], later()).await;
     assert!(
         matches!(first[0], WithdrawalOutcome::Rejected { .. }),
         "{first:?}"
     );
     app.fund(10_000).await;
-    let again = provider.withdraw(&[request("pay_a-1")]).await;
+    let again = provider.withdraw(&[request("pay_a-1")], later()).await;
     assert!(
         matches!(again[0], WithdrawalOutcome::Rejected { .. }),
         "{again:?}"
     );
     // The same client id twice in one batch is one withdrawal.
     let twice = provider
-        .withdraw(&[request("pay_b-1"), request("pay_b-1")])
+        .withdraw(&[request("pay_b-1"), request("pay_b-1")], later())
         .await;
     assert_eq!(twice[0], twice[1]);
     assert!(matches!(twice[0], WithdrawalOutcome::Accepted { .. }));
@@ -731,7 +731,9 @@ async fn the_sandbox_answers_a_client_id_the_same_way_every_time() {
     // too little), and nothing of that first reading stays.
     let mut all_left = request("pay_c-1");
     all_left.amount = payroll_entities::Cents(10_000 - 500);
-    let mixed = provider.withdraw(&[request("pay_b-1"), all_left]).await;
+    let mixed = provider
+        .withdraw(&[request("pay_b-1"), all_left], later())
+        .await;
     assert_eq!(mixed[0], twice[0]);
     assert!(
         matches!(mixed[1], WithdrawalOutcome::Accepted { .. }),
@@ -742,6 +744,26 @@ async fn the_sandbox_answers_a_client_id_the_same_way_every_time() {
     assert_eq!(rows.iter().filter(|w| w.client_id == "pay_c-1").count(), 1);
     let balance = app.get("/api/v1/treasury/balance").await;
     assert_eq!(balance.data()["exchange"]["available_usd_cents"], 0);
+    // A batch whose sends were stamped longer ago than exchange.send_deadline_ms is not sent.
+    app.fund(500).await;
+    let stale = std::time::Instant::now()
+        .checked_sub(std::time::Duration::from_millis(1))
+        .expect("an instant");
+    let late = provider.withdraw(&[request("pay_d-1")], stale).await;
+    assert!(
+        matches!(late[0], WithdrawalOutcome::NotSent { .. }),
+        "{late:?}"
+    );
+    let rows = withdrawals(&app).await;
+    assert!(
+        rows.iter().all(|w| w.client_id != "pay_d-1"),
+        "nothing left"
+    );
+}
+
+/// A send deadline that has not passed.
+fn later() -> std::time::Instant {
+    std::time::Instant::now() + std::time::Duration::from_secs(60)
 }
 
 #[actix_web::test]

@@ -7,6 +7,7 @@ mod crash;
 mod db_faults;
 mod email;
 mod employees;
+mod exchange_deadlines;
 mod execution;
 mod faulty_exchange;
 mod funds;

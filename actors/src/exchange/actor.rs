@@ -109,6 +109,8 @@ pub struct ExchangeActor {
     tokens: i64,
     /// Reads of the shared rate limit that failed on the database: logged once an outage.
     limit_outage: Outage,
+    /// How long after its stamp a send may still go (`exchange.send_deadline_ms`).
+    send_deadline: Duration,
 }
 
 impl ExchangeActor {
@@ -119,6 +121,7 @@ impl ExchangeActor {
         limit: SharedRateLimit,
         db: Db,
         owner: String,
+        send_deadline: Duration,
     ) -> ExchangeActor {
         ExchangeActor {
             provider,
@@ -139,6 +142,7 @@ impl ExchangeActor {
             waiting_since: None,
             tokens: 0,
             limit_outage: Outage::new("the withdrawal rate limit could not be read"),
+            send_deadline,
         }
     }
 
@@ -241,8 +245,9 @@ impl ExchangeActor {
         let provider = self.provider.clone();
         let db = self.db.clone();
         let owner = self.owner.clone();
+        let deadline = self.send_deadline;
         ctx.spawn(
-            async move { send_fenced(&db, &owner, &*provider, requests).await }
+            async move { send_fenced(&db, &owner, &*provider, requests, deadline).await }
                 .in_runtime()
                 .into_actor(self)
                 .map(move |(answers, released), act, ctx| {

@@ -1,15 +1,18 @@
 //! Funding decisions of the exchange account, one at a time, each taken at one consistent
 //! point (CONTRACT §7). A decision (a run becoming DEPOSITED, a retry funded, money moved out to
-//! the treasury) holds this process's decision lock and, on PostgreSQL, an advisory lock in its
-//! transaction (so decisions of every instance are serialised), reads the account at the
-//! `ExchangeActor`'s next consistent point, and commits its holds before the lock is let go:
-//! two decisions never spend the same money.
+//! the treasury) first reads the account at the `ExchangeActor`'s next consistent point with
+//! no lock held (the exchange may take its time to answer: no lock, in-process or in the
+//! database, is ever held across a call to it). Then it takes this process's decision lock and,
+//! on PostgreSQL, an advisory lock in its transaction (so decisions of every instance are
+//! serialised), and checks that no decision committed since its point was read (each counts
+//! itself, [`holds::count_decision`]); if one did, it reads the point again. It commits its
+//! holds before the locks are let go: two decisions never spend the same money.
 
 use std::sync::Arc;
 
 use actix::{Addr, MailboxError};
 use payroll_entities::db::{Db, WriteTx};
-use sea_orm::{DatabaseBackend, DbErr};
+use sea_orm::DbErr;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::{
@@ -28,7 +31,13 @@ pub enum DeskError {
     Exchange(#[from] ExchangeError),
     #[error("the exchange actor is unavailable: {0}")]
     Mailbox(#[from] MailboxError),
+    /// Other decisions kept committing between this one's point and its lock.
+    #[error("other funding decisions kept changing the account; try again")]
+    Contended,
 }
+
+/// Points read again at most, when other decisions commit between a point and its lock.
+const MAX_POINTS: usize = 8;
 
 /// Where funding decisions are taken; shared by the run actors and the treasury routes.
 #[derive(Clone)]
@@ -41,8 +50,9 @@ pub struct FundsDesk {
 /// An open decision: the figures, and the locks that keep them true until it commits.
 pub struct Decision {
     pub point: PointFigures,
-    /// PostgreSQL: the transaction holding the advisory lock.
-    tx: Option<WriteTx>,
+    /// The transaction the decision commits in (on PostgreSQL it holds the advisory lock);
+    /// it counts the decision already.
+    tx: WriteTx,
     guard: OwnedMutexGuard<()>,
 }
 
@@ -75,21 +85,23 @@ impl FundsDesk {
     }
 
     /// Opens a decision with the figures of the next consistent point (and the holds of
-    /// `run_id`, where named).
+    /// `run_id`, where named): the point read with no lock held, then the locks taken and the
+    /// point found still current (no decision committed since), else read again.
     pub async fn open(&self, run_id: Option<&str>) -> Result<Decision, DeskError> {
-        let guard = self.lock.clone().lock_owned().await;
-        let tx = if self.db.backend() == DatabaseBackend::Postgres {
+        for _ in 0..MAX_POINTS {
+            let point = self.point(run_id).await?;
+            let guard = self.lock.clone().lock_owned().await;
             let tx = self.db.begin_write().await?;
             holds::lock_decisions(&*tx).await?;
-            Some(tx)
-        } else {
-            // SQLite: the exchange actor writes to this database while the point is read
-            // (released holds, the sandbox), so no write transaction is held across it; one
-            // process per database file, and this lock serialises its decisions.
-            None
-        };
-        let point = self.point(run_id).await?;
-        Ok(Decision { point, tx, guard })
+            let (_, decisions) = holds::reserved(&*tx).await?;
+            if decisions == point.decisions {
+                holds::count_decision(&*tx).await?;
+                return Ok(Decision { point, tx, guard });
+            }
+            // Another decision committed after the point was read: its figures are old.
+            tx.rollback().await?;
+        }
+        Err(DeskError::Contended)
     }
 }
 
@@ -97,11 +109,7 @@ impl Decision {
     /// The transaction the decision commits in; keep the guard until it has committed.
     /// Between the point and this commit other withdrawals may be accepted, each lowering the
     /// balance and releasing its hold together, which leaves what is free unchanged.
-    pub async fn begin(self, db: &Db) -> Result<(WriteTx, DecisionGuard), DbErr> {
-        let tx = match self.tx {
-            Some(tx) => tx,
-            None => db.begin_write().await?,
-        };
-        Ok((tx, DecisionGuard { _guard: self.guard }))
+    pub fn begin(self) -> (WriteTx, DecisionGuard) {
+        (self.tx, DecisionGuard { _guard: self.guard })
     }
 }

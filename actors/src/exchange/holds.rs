@@ -55,12 +55,78 @@ pub struct NewHold {
 
 const SUM: &str = "CAST(COALESCE(SUM(amount_usd_cents), 0) AS BIGINT)";
 
-/// Σ active holds of the account (the counter).
-pub async fn reserved<C: ConnectionTrait>(conn: &C) -> Result<i64, DbErr> {
+/// Σ active holds of the account (the counter), and the count of its funding decisions.
+pub async fn reserved<C: ConnectionTrait>(conn: &C) -> Result<(i64, i64), DbErr> {
     Ok(exchange_reserve::Entity::find_by_id(ACCOUNT.to_owned())
         .one(conn)
         .await?
-        .map_or(0, |r| r.reserved_usd_cents))
+        .map_or((0, 0), |r| (r.reserved_usd_cents, r.decisions)))
+}
+
+/// Counts a funding decision in its transaction ([`exchange_reserve::Model::decisions`]).
+pub async fn count_decision<C: ConnectionTrait>(conn: &C) -> Result<(), DbErr> {
+    let moved = exchange_reserve::Entity::update_many()
+        .col_expr(
+            exchange_reserve::Column::Decisions,
+            Expr::col(exchange_reserve::Column::Decisions).add(1),
+        )
+        .filter(exchange_reserve::Column::Account.eq(ACCOUNT))
+        .exec(conn)
+        .await?;
+    if moved.rows_affected == 0 {
+        exchange_reserve::Entity::insert(exchange_reserve::ActiveModel {
+            account: sea_orm::Set(ACCOUNT.to_owned()),
+            reserved_usd_cents: sea_orm::Set(0),
+            decisions: sea_orm::Set(1),
+        })
+        .exec_without_returning(conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// The attempt number of a transfer's hold: a money movement out of the exchange account held
+/// like a payout while the exchange is asked to make it (its id is the transfer's).
+pub const TRANSFER_ATTEMPT: i32 = 0;
+
+/// Holds `amount` for an outgoing treasury transfer while the exchange makes it, so that no
+/// decision taken meanwhile spends the same money.
+pub async fn hold_transfer<C: ConnectionTrait>(
+    conn: &C,
+    transfer_id: &str,
+    amount: i64,
+) -> Result<(), DbErr> {
+    hold(
+        conn,
+        vec![NewHold {
+            payout_id: transfer_id.to_owned(),
+            attempt: TRANSFER_ATTEMPT,
+            run_id: transfer_id.to_owned(),
+            amount,
+        }],
+    )
+    .await
+    .map(|_| ())
+}
+
+/// Transfer holds older than `before`: their transfer was answered long since (each call to
+/// the exchange has a deadline) and the process that held them stopped before it released
+/// them.
+pub async fn stale_transfer_holds<C: ConnectionTrait>(
+    conn: &C,
+    before: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<(String, i32)>, DbErr> {
+    exchange_hold::Entity::find()
+        .select_only()
+        .column(exchange_hold::Column::PayoutId)
+        .column(exchange_hold::Column::Attempt)
+        .filter(exchange_hold::Column::Attempt.eq(TRANSFER_ATTEMPT))
+        .filter(exchange_hold::Column::PayoutId.starts_with("trf_"))
+        .filter(exchange_hold::Column::ReleasedAt.is_null())
+        .filter(exchange_hold::Column::CreatedAt.lt(before))
+        .into_tuple()
+        .all(conn)
+        .await
 }
 
 /// Σ active holds of one run.
@@ -92,6 +158,7 @@ async fn move_counter<C: ConnectionTrait>(conn: &C, delta: i64) -> Result<(), Db
         exchange_reserve::Entity::insert(exchange_reserve::ActiveModel {
             account: sea_orm::Set(ACCOUNT.to_owned()),
             reserved_usd_cents: sea_orm::Set(delta),
+            decisions: sea_orm::Set(0),
         })
         .exec_without_returning(conn)
         .await?;

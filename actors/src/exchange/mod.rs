@@ -169,8 +169,14 @@ pub trait ExchangeProvider: Send + Sync {
 
     /// Sends withdrawals; one outcome per request, in order, each with the fee it carries: an
     /// exchange whose fee is now higher refuses it with a reason starting [`FEE_CHANGED`]. A
-    /// provider without batches sends them one by one.
-    async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome>;
+    /// provider without batches sends them one by one. None leaves after `deadline` (its send
+    /// was stamped too long ago): that one is answered [`WithdrawalOutcome::NotSent`]
+    /// ([`not_sent_past_deadline`]) and looked up.
+    async fn withdraw(
+        &self,
+        batch: &[WithdrawalRequest],
+        deadline: std::time::Instant,
+    ) -> Vec<WithdrawalOutcome>;
 
     /// What the exchange knows of these client ids, none of which was sent before
     /// `sent_since` (where known: a provider may read its history back to there instead of
@@ -197,6 +203,14 @@ pub trait ExchangeProvider: Send + Sync {
         limit: u64,
         offset: u64,
     ) -> Result<(Vec<treasury_transfer::Model>, u64), ExchangeError>;
+}
+
+/// The answer to a withdrawal whose send was stamped too long ago to go now
+/// (`exchange.send_deadline_ms`): never sent; looked up like any unknown outcome.
+pub fn not_sent_past_deadline() -> WithdrawalOutcome {
+    WithdrawalOutcome::NotSent {
+        reason: "not sent: its send was stamped longer ago than exchange.send_deadline_ms; it is looked up by its client id".into(),
+    }
 }
 
 /// A block explorer link for a transaction.

@@ -22,8 +22,11 @@ pub(super) async fn send_fenced(
     owner: &str,
     provider: &dyn ExchangeProvider,
     requests: Vec<WithdrawalRequest>,
+    send_deadline: std::time::Duration,
 ) -> (Vec<(String, WithdrawalOutcome, Sent)>, bool) {
     let ids: Vec<String> = requests.iter().map(|r| r.client_id.clone()).collect();
+    // Measured from before the stamp: whatever goes, goes within the deadline of it.
+    let deadline = std::time::Instant::now() + send_deadline;
     let stamped = match fence::stamp_sends(db, owner, &ids, db.clock_now()).await {
         Ok(stamped) => stamped,
         Err(err) => {
@@ -46,7 +49,7 @@ pub(super) async fn send_fenced(
     let mut outcomes = if going.is_empty() {
         Vec::new()
     } else {
-        provider.withdraw(&going).await
+        provider.withdraw(&going, deadline).await
     }
     .into_iter();
     let answers: Vec<(String, WithdrawalOutcome, Sent)> = requests
@@ -119,7 +122,9 @@ pub(super) async fn read_point(
     runs: &[Option<String>],
 ) -> Vec<Result<PointFigures, ExchangeError>> {
     let read = async {
-        let reserved = holds::reserved(&db.conn).await?;
+        // Decisions are counted with the reserved total, before the exchange is asked: one
+        // committed after this read is seen by the decision taken on these figures.
+        let (reserved, decisions) = holds::reserved(&db.conn).await?;
         let balances = provider.balances().await?;
         let mut out = Vec::with_capacity(runs.len());
         for run in runs {
@@ -131,6 +136,7 @@ pub(super) async fn read_point(
                 balances: balances.clone(),
                 reserved,
                 held_by_run,
+                decisions,
             });
         }
         Ok::<_, ExchangeError>(out)
@@ -150,6 +156,8 @@ pub struct PointFigures {
     pub reserved: i64,
     /// Σ active holds of the run asked about (0 when none was named).
     pub held_by_run: i64,
+    /// Funding decisions committed before these figures were read.
+    pub decisions: i64,
 }
 
 impl PointFigures {

@@ -350,8 +350,12 @@ impl ExchangeProvider for SandboxProvider {
         }))
     }
 
-    async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome> {
-        match self.withdraw_batch(batch).await {
+    async fn withdraw(
+        &self,
+        batch: &[WithdrawalRequest],
+        deadline: std::time::Instant,
+    ) -> Vec<WithdrawalOutcome> {
+        match self.withdraw_batch(batch, deadline).await {
             Ok(outcomes) => outcomes,
             Err(err) => batch
                 .iter()
@@ -495,10 +499,19 @@ impl SandboxProvider {
     async fn withdraw_batch(
         &self,
         batch: &[WithdrawalRequest],
+        deadline: std::time::Instant,
     ) -> Result<Vec<WithdrawalOutcome>, DbErr> {
         use sea_orm::TransactionTrait as _;
         let tx = self.db.begin_write().await?;
         lock_sandbox(&tx).await?;
+        // The batch goes out with this transaction's commit: not at all if it comes too late.
+        if std::time::Instant::now() > deadline {
+            tx.rollback().await?;
+            return Ok(batch
+                .iter()
+                .map(|_| super::not_sent_past_deadline())
+                .collect());
+        }
         settle_due(&tx, None).await?;
         let available = balance_of(&*tx, SandboxAccount::Exchange).await?.0;
         let now: DateTime<Utc> = time::now();

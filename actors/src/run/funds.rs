@@ -4,7 +4,9 @@
 //! consistent point), so two runs never reserve the same money. The funds watch moves a
 //! CONFIRMED run to DEPOSITED once it is covered.
 
-use payroll_entities::{PayoutStatus, RunStatus, db::WriteTx, job, payout, payroll_run, time};
+use payroll_entities::{
+    PayoutStatus, RunStatus, db::WriteTx, health::Fault, job, payout, payroll_run, time,
+};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect, sea_query::Expr,
 };
@@ -73,6 +75,9 @@ impl From<DeskError> for RunError {
             }
             DeskError::Exchange(e) => RunError::Exchange(e.to_string()),
             DeskError::Mailbox(e) => RunError::Unavailable(e.to_string()),
+            DeskError::Contended => {
+                RunError::Database(Fault::Conflict, DeskError::Contended.to_string())
+            }
         }
     }
 }
@@ -88,7 +93,7 @@ pub async fn funds_transaction(
 ) -> Result<(WriteTx, Figures, DecisionGuard), RunError> {
     let decision = deps.funds.open(Some(run_id)).await?;
     let point = decision.point.clone();
-    let (tx, guard) = decision.begin(&deps.db).await?;
+    let (tx, guard) = decision.begin();
     let required = match required {
         Some(r) => r,
         None => required_of(&*tx, run_id).await?,

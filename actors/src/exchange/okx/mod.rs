@@ -174,8 +174,26 @@ impl OkxProvider {
             .finish()
     }
 
-    /// Sends one signed request; `Err` when no answer came (timeout, reset, refused).
+    /// Sends one signed request; `Err` when no answer came (timeout, reset, refused). One
+    /// deadline (`timeout_ms`) covers the whole call, connect, head and body alike (CONTRACT
+    /// §7): an exchange that sends its answer a byte at a time holds nothing up beyond it.
     async fn call(
+        &self,
+        method: Method,
+        request_path: &str,
+        body: Option<String>,
+    ) -> Result<Answer, String> {
+        let deadline = Duration::from_millis(self.settings.timeout_ms.max(1));
+        match tokio::time::timeout(deadline, self.call_within(method, request_path, body)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!(
+                "no whole answer within {} ms",
+                deadline.as_millis()
+            )),
+        }
+    }
+
+    async fn call_within(
         &self,
         method: Method,
         request_path: &str,
@@ -320,7 +338,11 @@ impl OkxProvider {
     }
 
     /// Sends one withdrawal and reads OKX's answer.
-    async fn withdraw_one(&self, request: &WithdrawalRequest) -> WithdrawalOutcome {
+    async fn withdraw_one(
+        &self,
+        request: &WithdrawalRequest,
+        deadline: std::time::Instant,
+    ) -> WithdrawalOutcome {
         let Some(client_id) = protocol::to_okx_client_id(&request.client_id) else {
             return WithdrawalOutcome::Rejected {
                 reason: format!(
@@ -353,6 +375,11 @@ impl OkxProvider {
         })
         .to_string();
         self.limiters.withdrawal.acquire().await;
+        // Sent only while its stamp is fresh: OKX's own limiter, or a paused process, may have
+        // held it past the deadline, after which another instance may have resent it.
+        if std::time::Instant::now() > deadline {
+            return super::not_sent_past_deadline();
+        }
         let answer = match self
             .call(Method::POST, "/api/v5/asset/withdrawal", Some(body))
             .await
@@ -479,7 +506,11 @@ impl ExchangeProvider for OkxProvider {
         }))
     }
 
-    async fn withdraw(&self, batch: &[WithdrawalRequest]) -> Vec<WithdrawalOutcome> {
+    async fn withdraw(
+        &self,
+        batch: &[WithdrawalRequest],
+        deadline: std::time::Instant,
+    ) -> Vec<WithdrawalOutcome> {
         let mut outcomes = Vec::with_capacity(batch.len());
         for request in batch {
             if let Some(WithdrawalOutcome::RateLimited { retry_after_ms }) = outcomes.last() {
@@ -488,7 +519,7 @@ impl ExchangeProvider for OkxProvider {
                 outcomes.push(WithdrawalOutcome::RateLimited { retry_after_ms });
                 continue;
             }
-            let outcome = self.withdraw_one(request).await;
+            let outcome = self.withdraw_one(request, deadline).await;
             match &outcome {
                 WithdrawalOutcome::Accepted { cex_id } => {
                     tracing::info!(client_id = %request.client_id, %cex_id, "OKX accepted a withdrawal")
