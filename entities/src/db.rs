@@ -193,7 +193,14 @@ impl Db {
     pub async fn connect_with(options: ConnectOptions) -> Result<Db, DbErr> {
         let url = options.get_url().to_owned();
         let conn = Database::connect(options).await?;
-        let health = Arc::new(DbHealth::new(url, conn.get_database_backend()));
+        let sqlite_dir = sqlite_file(&url).map(|f| {
+            Path::new(f)
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf()
+        });
+        let health = Arc::new(DbHealth::new(url, conn.get_database_backend(), sqlite_dir));
         let write_lock = match conn.get_database_backend() {
             DatabaseBackend::Sqlite => Some(Arc::new(Mutex::new(()))),
             _ => None,

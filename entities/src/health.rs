@@ -36,6 +36,10 @@ use crate::time;
 pub const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// How long one probe may take before the database counts as unreachable.
 pub const PROBE_DEADLINE: Duration = Duration::from_millis(1000);
+/// Free space a SQLite database's filesystem needs, once a write failed for lack of it,
+/// before writes are taken again: a tiny probe write may still fit where real writes do not
+/// (SQLite reuses its log's space).
+pub const SQLITE_FREE_BYTES: u64 = 4 << 20;
 
 /// What kind of infrastructure fault a database error shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,10 +214,17 @@ pub struct DbHealth {
     /// The URL the prober opens its own connection to.
     url: String,
     backend: DatabaseBackend,
+    /// The folder of a SQLite database's file, whose filesystem's free space tells whether
+    /// writes can be taken again after it ran out.
+    sqlite_dir: Option<std::path::PathBuf>,
 }
 
 impl DbHealth {
-    pub(crate) fn new(url: String, backend: DatabaseBackend) -> DbHealth {
+    pub(crate) fn new(
+        url: String,
+        backend: DatabaseBackend,
+        sqlite_dir: Option<std::path::PathBuf>,
+    ) -> DbHealth {
         DbHealth {
             state: Mutex::new(Health::Up),
             changes: tokio_watch::channel(Health::Up).0,
@@ -221,6 +232,7 @@ impl DbHealth {
             clock_offset_ms: AtomicI64::new(0),
             url,
             backend,
+            sqlite_dir,
         }
     }
 
@@ -382,7 +394,19 @@ impl Prober {
     /// One probe, and the health it tells (also read, with the database's clock, before the
     /// workers start).
     pub async fn probe(&mut self, health: &DbHealth) {
-        let writes = matches!(health.state(), Health::RefusingWrites { .. });
+        let state = health.state();
+        let writes = matches!(state, Health::RefusingWrites { .. });
+        // Out of space on SQLite: writes wait for room, not just for one tiny write to fit.
+        if let (
+            Health::RefusingWrites {
+                fault: Fault::Full, ..
+            },
+            Some(dir),
+        ) = (&state, &health.sqlite_dir)
+            && free_bytes(dir).is_some_and(|free| free < SQLITE_FREE_BYTES)
+        {
+            return;
+        }
         match tokio::time::timeout(PROBE_DEADLINE, self.ask(health, writes)).await {
             Ok(Ok(())) => health.set(Health::Up),
             Ok(Err(err)) => match classify(&err) {
@@ -465,6 +489,12 @@ impl Prober {
         }
         Ok(())
     }
+}
+
+/// Bytes free for an unprivileged writer on the filesystem of `dir`.
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    let stat = rustix::fs::statvfs(dir).ok()?;
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
 }
 
 /// Whether the error is the database's own answer (rather than no answer at all).
@@ -554,7 +584,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_fault_refuses_writes_until_a_probe_writes() {
-        let health = DbHealth::new("sqlite::memory:".into(), DatabaseBackend::Sqlite);
+        let health = DbHealth::new("sqlite::memory:".into(), DatabaseBackend::Sqlite, None);
         assert!(health.refuses(true).is_none());
         let full = DbErr::Exec(RuntimeErr::SqlxError(Arc::new(sea_orm::sqlx::Error::Io(
             std::io::Error::other("x"),

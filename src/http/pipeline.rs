@@ -287,11 +287,16 @@ async fn serve<B: MessageBody + 'static>(
                 json!({"idempotent_replay": true}),
             )
         }
-        Err(err) => (
-            req.into_response(err.response(Some(&request_id))),
-            None,
-            json!({}),
-        ),
+        Err(err) => {
+            if let Some(fault) = err.fault {
+                state.db.health().note(fault, &err.message);
+            }
+            (
+                req.into_response(err.response(Some(&request_id))),
+                None,
+                json!({}),
+            )
+        }
     })
 }
 

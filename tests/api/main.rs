@@ -5,6 +5,7 @@ mod auth;
 mod cli;
 mod crash;
 mod db_faults;
+mod disk_full;
 mod email;
 mod employees;
 mod exchange_deadlines;
