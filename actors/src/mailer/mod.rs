@@ -389,6 +389,21 @@ async fn release(db: &Db, ids: Vec<String>, claim: DateTime<Utc>) -> Result<(), 
     tx.commit().await
 }
 
+/// Notes why the message could not be sent on its row (still claimed), counting no attempt.
+async fn note_error(db: &Db, id: &str, claim: DateTime<Utc>, why: &str) -> Result<(), DbErr> {
+    let tx = db.begin_background_write().await?;
+    email_outbox::Entity::update_many()
+        .col_expr(
+            email_outbox::Column::LastError,
+            Expr::value(Some(why.to_owned())),
+        )
+        .filter(email_outbox::Column::Id.eq(id))
+        .filter(email_outbox::Column::NextAttemptAt.eq(claim))
+        .exec(&*tx)
+        .await?;
+    tx.commit().await
+}
+
 /// One round: claims up to a batch of due messages and sends them, recording each outcome
 /// right after its send, so a crash can repeat at most the one message in flight. A round
 /// that runs past half its claim gives the rest back. Returns whether to go again at once.
@@ -427,6 +442,7 @@ async fn send_due(
             // The server is away: this message and the rest are given back as they were (no
             // attempt counted), due again when the mailer tries the server next.
             Err(SendFailure::TransportDown(why)) => {
+                note_error(db, &row.id, claim, &why).await?;
                 let mut rest = vec![row.id];
                 rest.extend(due.map(|r| r.id));
                 release(db, rest, claim).await?;
