@@ -93,6 +93,41 @@ pub trait InRuntime: Future + Sized {
 
 impl<F: Future> InRuntime for F {}
 
+/// A value dropped inside the runtime it was bound to, like a future made [`InRuntime`]: an
+/// actor's field whose drop needs that runtime (a mail transport's connection pool hands its
+/// connections back through it) when the actor is dropped with its stopped arbiter.
+pub struct DroppedInRuntime<T> {
+    value: Option<T>,
+    handle: Option<tokio::runtime::Handle>,
+}
+
+impl<T> DroppedInRuntime<T> {
+    pub fn new(value: T) -> DroppedInRuntime<T> {
+        DroppedInRuntime {
+            value: Some(value),
+            handle: tokio::runtime::Handle::try_current().ok(),
+        }
+    }
+
+    /// Binds it to the runtime current now (an actor's, once started on its arbiter).
+    pub fn bind(&mut self) {
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            self.handle = Some(handle);
+        }
+    }
+
+    pub fn get(&self) -> Option<&T> {
+        self.value.as_ref()
+    }
+}
+
+impl<T> Drop for DroppedInRuntime<T> {
+    fn drop(&mut self) {
+        let _entered = self.handle.as_ref().map(|handle| handle.enter());
+        drop(self.value.take());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::InRuntime;

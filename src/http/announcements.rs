@@ -207,6 +207,7 @@ async fn found_dead(runs: &RunChanges) {
 /// it opens the channel again a second later. Spawn it `in_runtime` (a listener dropped with
 /// no runtime current panics in sqlx's clean-up).
 pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>) {
+    let mut outage = payroll_actors::outage::Outage::new("announcements are not heard now");
     loop {
         let listening: Result<std::convert::Infallible, String> = async {
             let failed = |err: sqlx::Error| err.to_string();
@@ -228,6 +229,7 @@ pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>
             // Whatever changed before the channel was open is forgotten too.
             keys.forget_all();
             runs.opened();
+            outage.succeeded();
             loop {
                 // Told before the token is looked for, so a read that wants one meanwhile is not
                 // missed.
@@ -261,7 +263,8 @@ pub async fn listen(pool: PgPool, keys: Arc<VerifiedKeys>, runs: Arc<RunChanges>
         runs.closed();
         keys.forget_all();
         let Err(err) = listening;
-        tracing::warn!(error = %err, "announcements are not heard now; listening again in a second");
+        // Logged once an outage (the database away), then tried again every second.
+        outage.failed(&format!("{err}; listening again in a second"));
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }

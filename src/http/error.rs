@@ -115,8 +115,8 @@ error_codes! {
         "The exchange could not be reached or answered with an error.",
         "Retry in a few seconds; the exchange's status is shown by GET /api/v1/treasury/balance."),
     ServiceUnavailable = ("SERVICE_UNAVAILABLE", 503,
-        "The service cannot take the request now (database unreachable, shutting down or overloaded).",
-        "Retry in a few seconds with the same Idempotency-Key."),
+        "The service cannot take the request now: details.reason is database (unreachable, out of space or failing), shutting_down or overloaded. Nothing was done, or (a commit whose outcome was cut) all of it.",
+        "Retry after the Retry-After header's seconds with the same Idempotency-Key: a write that did land is answered from its record, never carried out twice."),
 }
 
 /// One invalid field: `field` is a dotted JSON path such as `items[0].amount_usd_cents`.

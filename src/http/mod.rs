@@ -10,6 +10,7 @@ pub mod dates;
 pub mod drain;
 pub mod envelope;
 pub mod error;
+mod fail_fast;
 pub mod idempotency;
 pub mod key_cache;
 pub mod keys;

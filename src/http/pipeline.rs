@@ -22,7 +22,7 @@ use actix_web::{
 use chrono::Duration;
 use futures_util::StreamExt;
 use governor::clock::{Clock, DefaultClock};
-use payroll_entities::{ApiKeyStatus, api_key, health::Health, ids, time};
+use payroll_entities::{ApiKeyStatus, api_key, ids, time};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
 use serde_json::json;
 
@@ -31,6 +31,7 @@ use crate::{
         audit::{self, RequestFacts},
         auth,
         error::{ApiError, ErrorCode},
+        fail_fast::{Interrupted, refused_by_health},
         idempotency::{self, Verdict},
         request::{ApiRequest, AuditRecorded, BodyType, Caller, IdempotencyClaim, RequestInfo},
         route::{Access, BodyKind},
@@ -190,53 +191,6 @@ async fn gate_request<B: MessageBody + 'static>(
         release(&state, claim).await;
     }
     Ok(res)
-}
-
-/// A request cut short because the database went away while it ran.
-#[derive(Debug)]
-struct Interrupted {
-    error: ApiError,
-    request_id: String,
-}
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.error.fmt(f)
-    }
-}
-
-impl actix_web::ResponseError for Interrupted {
-    fn status_code(&self) -> StatusCode {
-        self.error.code.status()
-    }
-
-    /// The error body with the request id, and the headers every answer carries.
-    fn error_response(&self) -> actix_web::HttpResponse {
-        let mut res = self.error.response(Some(&self.request_id));
-        let headers = res.headers_mut();
-        if let Ok(value) = HeaderValue::from_str(&self.request_id) {
-            headers.insert(HeaderName::from_static("x-request-id"), value);
-        }
-        headers.insert(
-            HeaderName::from_static("api-version"),
-            HeaderValue::from_static(API_VERSION),
-        );
-        headers.insert(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        );
-        res
-    }
-}
-
-/// The database's state, if it refuses this request now: every API request while it is
-/// unreachable, writes while it refuses them; never the documents that need no database.
-fn refused_by_health(state: &AppState, method: &Method, api_path: &str) -> Option<Health> {
-    let write = matches!(*method, Method::POST | Method::PATCH | Method::DELETE);
-    let down = state.db.health().refuses(write)?;
-    let public = routes::match_route(method, api_path)
-        .is_ok_and(|(route, _)| route.access == Access::Public);
-    (!public).then_some(down)
 }
 
 type Served = (

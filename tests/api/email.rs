@@ -11,7 +11,7 @@ use serde_json::json;
 
 use crate::{
     helpers::{TestApp, spawn_app_with},
-    process::{Process, free_port, wait_listening},
+    process::{Process, Server, Setup, free_port, wait_listening},
 };
 
 const PYTHON: &str = "/usr/bin/python3";
@@ -81,28 +81,6 @@ impl SmtpServer {
             actix_web::rt::time::sleep(Duration::from_millis(100)).await;
         }
     }
-}
-
-/// Pays a run of the employees whose emails start with `prefix` (created here, `count` of
-/// them) for `month`; answers its id once executed.
-async fn pay_run(app: &TestApp, prefix: &str, count: usize, month: u32) -> String {
-    let mut ids = Vec::new();
-    for i in 0..count {
-        let employee = app
-            .create_employee(&format!("{prefix} {i}"), &format!("{prefix}{i}@example.com"), 100)
-            .await;
-        ids.push(employee["id"].clone());
-    }
-    app.fund(100 * count as i64).await;
-    let run_id = app
-        .deposited_run(json!({"period_start": format!("2026-{month:02}-01"),
-            "period_end": format!("2026-{month:02}-28"), "employee_ids": ids}))
-        .await;
-    let res = app
-        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
-        .await;
-    assert_eq!(res.status, 200, "{}", res.text);
-    run_id
 }
 
 async fn pay_two(app: &TestApp) -> String {
@@ -204,52 +182,60 @@ async fn an_smtp_outage_delays_mail_but_never_a_payout() {
 /// returns (none given up: a server that is away counts no attempt, where two failed attempts
 /// would fail a message here), each once (a repeat only after an ambiguous failure, under its
 /// Message-ID); meanwhile `/metrics` and `/status` show the backlog and the failing transport.
+/// The service runs as a process of its own, so its metrics are its own.
 #[actix_web::test]
 async fn an_smtp_server_killed_and_restarted_delivers_every_email_once() {
     if !aiosmtpd_available() {
         return;
     }
     let port = free_port();
-    let app = spawn_app_with(|s| {
-        s.email.transport = "smtp".into();
-        s.email.smtp.port = port;
-        s.email.max_attempts = 2;
-    })
-    .await;
-    let dir = app.settings.data.dir.clone();
+    let port_text = port.to_string();
+    let setup = Setup::on_database(None)
+        .await
+        .with_env("PAYROLL__EMAIL__TRANSPORT", "smtp")
+        .with_env("PAYROLL__EMAIL__SMTP__PORT", &port_text)
+        .with_env("PAYROLL__EMAIL__MAX_ATTEMPTS", "2");
+    let server = setup.start(1).await;
+    let dir = setup.dir.path().to_path_buf();
     let before = SmtpServer::start_as(port, &dir, "before").await;
-    let first = pay_run(&app, "early", 3, 3).await;
-    assert_eq!(before.wait_for(3, 20).await.len(), 3, "{}", before.received());
+    setup.import_employees(&server, "early", 3, "BASE").await;
+    let first = pay(&setup, &server, 3).await;
+    assert_eq!(
+        before.wait_for(3, 20).await.len(),
+        3,
+        "{}",
+        before.received()
+    );
     drop(before);
-    let second = pay_run(&app, "late", 20, 4).await;
+    // Everyone is paid again in April: 23 payouts, 23 emails, while the server is away.
+    setup.import_employees(&server, "late", 20, "BASE").await;
+    let second = pay(&setup, &server, 4).await;
     for run_id in [&first, &second] {
-        app.wait_for_run(run_id, 30, |r| r["status"] == "COMPLETED")
-            .await;
+        completed(&setup, &server, run_id).await;
     }
     // Long enough for a mailer counting each try to give every message up (1 s, then 2 s).
     actix_web::rt::time::sleep(Duration::from_secs(5)).await;
-    let metrics = app.send("GET", "/metrics", None, None, None, &[]).await;
+    let metrics = scrape(&server).await;
     let figure = |name: &str| {
         metrics
-            .text
             .lines()
             .find_map(|l| l.strip_prefix(&format!("{name} ")))
             .and_then(|v| v.trim().parse::<f64>().ok())
     };
-    assert_eq!(figure("payroll_email_outbox_pending"), Some(20.0), "{}", metrics.text);
-    assert_eq!(figure("payroll_email_transport_up"), Some(0.0), "{}", metrics.text);
-    let status = app
-        .send("GET", "/status", Some(&app.key), None, None, &[])
-        .await;
-    assert_eq!(status.status, 200);
-    assert!(status.text.contains("id=\"health-email\""), "{}", status.text);
-    assert!(status.text.contains("failing since"), "{}", status.text);
-    assert!(
-        status.text.contains("<th>Emails waiting</th><td>20</td>"),
-        "{}",
-        status.text
+    assert_eq!(
+        figure("payroll_email_outbox_pending"),
+        Some(23.0),
+        "{metrics}"
     );
-    let db = app.db().await;
+    assert_eq!(figure("payroll_email_transport_up"), Some(0.0), "{metrics}");
+    let status = status_page(&setup, &server).await;
+    assert!(status.contains("id=\"health-email\""), "{status}");
+    assert!(status.contains("failing since"), "{status}");
+    assert!(
+        status.contains("<th>Emails waiting</th><td>23</td>"),
+        "{status}"
+    );
+    let db = crate::process::db(&setup.database_url).await;
     let outbox = payroll_entities::email_outbox::Entity::find()
         .all(&db.conn)
         .await
@@ -258,20 +244,25 @@ async fn an_smtp_server_killed_and_restarted_delivers_every_email_once() {
         outbox
             .iter()
             .all(|e| e.status != payroll_entities::EmailStatus::Failed),
-        "none given up"
+        "none given up: {outbox:?}"
     );
 
     let after = SmtpServer::start_as(port, &dir, "after").await;
-    let ids = after.wait_for(20, 30).await;
+    let ids = after.wait_for(23, 30).await;
     let distinct: std::collections::HashSet<&String> = ids.iter().collect();
-    assert_eq!(distinct.len(), 20, "{}", after.received());
-    assert!(ids.len() <= 21, "repeated beyond an ambiguous failure: {ids:?}");
-    let metrics = app.send("GET", "/metrics", None, None, None, &[]).await;
+    assert_eq!(distinct.len(), 23, "{}", after.received());
     assert!(
-        metrics.text.contains("payroll_email_transport_up 1"),
-        "{}",
-        metrics.text
+        ids.len() <= 24,
+        "repeated beyond an ambiguous failure: {ids:?}"
     );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !scrape(&server)
+        .await
+        .contains("payroll_email_transport_up 1")
+    {
+        assert!(Instant::now() < deadline, "the transport is not up again");
+        actix_web::rt::time::sleep(Duration::from_millis(200)).await;
+    }
     let sent = payroll_entities::email_outbox::Entity::find()
         .all(&db.conn)
         .await
@@ -281,4 +272,48 @@ async fn an_smtp_server_killed_and_restarted_delivers_every_email_once() {
             .all(|e| e.status == payroll_entities::EmailStatus::Sent),
         "{sent:?}"
     );
+}
+
+/// Creates, confirms, funds, deposits and executes the regular run of `month`.
+async fn pay(setup: &Setup, server: &Server, month: u32) -> String {
+    let (run_id, total) = setup.create_run(server, month).await;
+    setup.run_step(server, &run_id, "confirm").await;
+    setup.fund(server, total).await;
+    setup.run_step(server, &run_id, "balance-check").await;
+    setup.run_step(server, &run_id, "execute").await;
+    run_id
+}
+
+async fn completed(setup: &Setup, server: &Server, run_id: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let run = setup
+            .call(server, "GET", &format!("/payroll-runs/{run_id}"), None)
+            .await;
+        if run["data"]["status"] == "COMPLETED" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{run}");
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn scrape(server: &Server) -> String {
+    let mut res = awc::Client::default()
+        .get(format!("{}/metrics", server.base))
+        .send()
+        .await
+        .expect("metrics");
+    String::from_utf8_lossy(&res.body().limit(8 << 20).await.expect("body")).into_owned()
+}
+
+async fn status_page(setup: &Setup, server: &Server) -> String {
+    let mut res = awc::Client::default()
+        .get(format!("{}/status", server.base))
+        .insert_header(("Authorization", format!("Bearer {}", setup.key)))
+        .send()
+        .await
+        .expect("status");
+    assert_eq!(res.status(), 200);
+    String::from_utf8_lossy(&res.body().limit(8 << 20).await.expect("body")).into_owned()
 }

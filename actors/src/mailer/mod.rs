@@ -13,7 +13,7 @@ use std::{
 
 use actix::prelude::*;
 
-use crate::runtime::{ArbiterGuard, InRuntime};
+use crate::runtime::{ArbiterGuard, DroppedInRuntime, InRuntime};
 use chrono::{DateTime, Utc};
 use lettre::{
     AsyncFileTransport, AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor,
@@ -213,7 +213,8 @@ pub struct Mailer {
     db: Db,
     settings: EmailSettings,
     from: Mailbox,
-    transport: std::sync::Arc<Transport>,
+    /// Dropped inside the mailer's runtime: its SMTP pool needs one to let connections go.
+    transport: DroppedInRuntime<std::sync::Arc<Transport>>,
     draining: bool,
     /// A nudge arrived while draining: go again right after.
     again: bool,
@@ -251,7 +252,7 @@ impl Mailer {
             db,
             settings,
             from,
-            transport: std::sync::Arc::new(transport),
+            transport: DroppedInRuntime::new(std::sync::Arc::new(transport)),
             draining: false,
             again: false,
             resume_at: None,
@@ -285,10 +286,12 @@ impl Mailer {
         if self.db.health().unreachable_since().is_some() {
             return;
         }
+        let Some(transport) = self.transport.get().cloned() else {
+            return;
+        };
         self.draining = true;
         self.again = false;
         let db = self.db.clone();
-        let transport = self.transport.clone();
         let from = self.from.clone();
         let max_attempts = self.settings.max_attempts.max(1) as i32;
         ctx.spawn(
@@ -570,6 +573,7 @@ impl Actor for Mailer {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         telemetry::actor_started(Self::KIND);
+        self.transport.bind();
         self.health.set(None);
         ctx.run_interval(Duration::from_secs(1), |act, ctx| act.drain(ctx));
         self.drain(ctx);

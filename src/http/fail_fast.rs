@@ -1,0 +1,66 @@
+//! Failing fast while the database is away (CONTRACT §4, §13): which requests its state
+//! refuses at once, and the answer of a request cut short when it goes.
+
+use actix_web::http::{
+    Method, StatusCode,
+    header::{self, HeaderName, HeaderValue},
+};
+use payroll_actors::views::API_VERSION;
+use payroll_entities::health::Health;
+
+use crate::{
+    http::{error::ApiError, route::Access},
+    routes,
+    state::AppState,
+};
+
+/// A request cut short because the database went away while it ran.
+#[derive(Debug)]
+pub(super) struct Interrupted {
+    pub(super) error: ApiError,
+    pub(super) request_id: String,
+}
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl actix_web::ResponseError for Interrupted {
+    fn status_code(&self) -> StatusCode {
+        self.error.code.status()
+    }
+
+    /// The error body with the request id, and the headers every answer carries.
+    fn error_response(&self) -> actix_web::HttpResponse {
+        let mut res = self.error.response(Some(&self.request_id));
+        let headers = res.headers_mut();
+        if let Ok(value) = HeaderValue::from_str(&self.request_id) {
+            headers.insert(HeaderName::from_static("x-request-id"), value);
+        }
+        headers.insert(
+            HeaderName::from_static("api-version"),
+            HeaderValue::from_static(API_VERSION),
+        );
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        res
+    }
+}
+
+/// The database's state, if it refuses this request now: every API request while it is
+/// unreachable, writes while it refuses them; never the documents that need no database.
+pub(super) fn refused_by_health(
+    state: &AppState,
+    method: &Method,
+    api_path: &str,
+) -> Option<Health> {
+    let write = matches!(*method, Method::POST | Method::PATCH | Method::DELETE);
+    let down = state.db.health().refuses(write)?;
+    let public = routes::match_route(method, api_path)
+        .is_ok_and(|(route, _)| route.access == Access::Public);
+    (!public).then_some(down)
+}
