@@ -1,6 +1,13 @@
-//! The success envelope (CONTRACT §1): `{"data", "pagination"?, "api_version", "request_id"}`.
+//! The success envelope (CONTRACT §1): `{"data", "pagination"?, "api_version", "request_id"}`,
+//! and the headers every answer carries.
 
-use actix_web::{HttpResponse, http::StatusCode};
+use actix_web::{
+    HttpResponse,
+    http::{
+        StatusCode,
+        header::{self, HeaderMap, HeaderName, HeaderValue},
+    },
+};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -63,6 +70,22 @@ pub fn json_response(status: StatusCode, body: Vec<u8>) -> HttpResponse {
     HttpResponse::build(status)
         .content_type("application/json; charset=utf-8")
         .body(body)
+}
+
+/// The headers every answer carries: its request id, the API version, and `nosniff`.
+pub fn answer_headers(headers: &mut HeaderMap, request_id: &str) {
+    if let Ok(value) = HeaderValue::from_str(request_id) {
+        headers.insert(HeaderName::from_static("x-request-id"), value);
+    }
+    headers.insert(
+        HeaderName::from_static("api-version"),
+        HeaderValue::from_static(API_VERSION),
+    );
+    // A browser never reads a JSON answer (or anything else) as another type.
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
 }
 
 #[cfg(test)]

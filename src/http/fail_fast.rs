@@ -1,11 +1,7 @@
 //! Failing fast while the database is away (CONTRACT §4, §13): which requests its state
 //! refuses at once, and the answer of a request cut short when it goes.
 
-use actix_web::http::{
-    Method, StatusCode,
-    header::{self, HeaderName, HeaderValue},
-};
-use payroll_actors::views::API_VERSION;
+use actix_web::http::{Method, StatusCode};
 use payroll_entities::health::Health;
 
 use crate::{
@@ -35,18 +31,7 @@ impl actix_web::ResponseError for Interrupted {
     /// The error body with the request id, and the headers every answer carries.
     fn error_response(&self) -> actix_web::HttpResponse {
         let mut res = self.error.response(Some(&self.request_id));
-        let headers = res.headers_mut();
-        if let Ok(value) = HeaderValue::from_str(&self.request_id) {
-            headers.insert(HeaderName::from_static("x-request-id"), value);
-        }
-        headers.insert(
-            HeaderName::from_static("api-version"),
-            HeaderValue::from_static(API_VERSION),
-        );
-        headers.insert(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        );
+        super::envelope::answer_headers(res.headers_mut(), &self.request_id);
         res
     }
 }

@@ -14,7 +14,7 @@ use actix_web::{
     dev::{ServiceRequest, ServiceResponse},
     http::{
         ConnectionType, Method, StatusCode,
-        header::{self, HeaderMap, HeaderName, HeaderValue},
+        header::{self, HeaderMap, HeaderValue},
     },
     middleware::Next,
     web,
@@ -632,19 +632,7 @@ fn finish(res: ServiceResponse<BoxBody>, request_id: &str) -> ServiceResponse<Bo
         }
         None => res,
     };
-    let headers = res.headers_mut();
-    if let Ok(value) = HeaderValue::from_str(request_id) {
-        headers.insert(HeaderName::from_static("x-request-id"), value);
-    }
-    headers.insert(
-        HeaderName::from_static("api-version"),
-        HeaderValue::from_static(API_VERSION),
-    );
-    // A browser never reads a JSON answer (or anything else) as another type.
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    crate::http::envelope::answer_headers(res.headers_mut(), request_id);
     res
 }
 

@@ -19,7 +19,7 @@ use payroll_entities::audit_entry;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
 
-use crate::helpers::{evm_address, new_key, spawn_app_with};
+use crate::helpers::{Resp, TestApp, evm_address, new_key, spawn_app_with};
 
 /// A tmpfs of `megabytes` MB mounted on a new folder, unmounted when dropped.
 struct SmallDisk {
@@ -70,6 +70,19 @@ impl Drop for SmallDisk {
     }
 }
 
+/// `POST /employees/import` of `body` under `key`.
+async fn import(app: &TestApp, key: &str, body: &Value) -> Resp {
+    app.send(
+        "POST",
+        "/api/v1/employees/import",
+        Some(&app.key),
+        Some(key),
+        Some(body.to_string().into_bytes()),
+        &[],
+    )
+    .await
+}
+
 fn employees(prefix: &str, n: usize) -> Value {
     Value::Array(
         (0..n)
@@ -97,16 +110,7 @@ async fn a_full_disk_refuses_writes_with_503_reads_go_on_and_space_back_heals() 
         s.data.dir = data;
     })
     .await;
-    let first = app
-        .send(
-            "POST",
-            "/api/v1/employees/import",
-            Some(&app.key),
-            Some(&new_key()),
-            Some(employees("before", 20).to_string().into_bytes()),
-            &[],
-        )
-        .await;
+    let first = import(&app, &new_key(), &employees("before", 20)).await;
     assert_eq!(first.status, 200, "{}", first.text);
 
     let filler = disk.fill();
@@ -117,16 +121,7 @@ async fn a_full_disk_refuses_writes_with_503_reads_go_on_and_space_back_heals() 
         let key = new_key();
         let body = employees(&format!("b{batch}-"), 100);
         let started = Instant::now();
-        let res = app
-            .send(
-                "POST",
-                "/api/v1/employees/import",
-                Some(&app.key),
-                Some(&key),
-                Some(body.to_string().into_bytes()),
-                &[],
-            )
-            .await;
+        let res = import(&app, &key, &body).await;
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "answered after {:?}",
@@ -179,16 +174,7 @@ async fn a_full_disk_refuses_writes_with_503_reads_go_on_and_space_back_heals() 
     std::fs::remove_file(&filler).expect("filler removed");
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let res = app
-            .send(
-                "POST",
-                "/api/v1/employees/import",
-                Some(&app.key),
-                Some(&key),
-                Some(body.to_string().into_bytes()),
-                &[],
-            )
-            .await;
+        let res = import(&app, &key, &body).await;
         if res.status == 200 {
             landed += 100;
             break;
@@ -205,16 +191,7 @@ async fn a_full_disk_refuses_writes_with_503_reads_go_on_and_space_back_heals() 
         );
         actix_web::rt::time::sleep(Duration::from_millis(200)).await;
     }
-    let replay = app
-        .send(
-            "POST",
-            "/api/v1/employees/import",
-            Some(&app.key),
-            Some(&key),
-            Some(body.to_string().into_bytes()),
-            &[],
-        )
-        .await;
+    let replay = import(&app, &key, &body).await;
     assert_eq!(replay.status, 200);
     assert_eq!(replay.header("idempotent-replayed"), Some("true"));
     let all = app.get("/api/v1/employees?limit=1").await;

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::{
     helpers::{TestApp, spawn_app_with},
+    instances::wait_completed,
     process::{Process, Server, Setup, free_port, wait_listening},
 };
 
@@ -211,7 +212,7 @@ async fn an_smtp_server_killed_and_restarted_delivers_every_email_once() {
     setup.import_employees(&server, "late", 20, "BASE").await;
     let second = pay(&setup, &server, 4).await;
     for run_id in [&first, &second] {
-        completed(&setup, &server, run_id).await;
+        wait_completed(&setup, &server, run_id, 30).await;
     }
     // Long enough for a mailer counting each try to give every message up (1 s, then 2 s).
     actix_web::rt::time::sleep(Duration::from_secs(5)).await;
@@ -282,20 +283,6 @@ async fn pay(setup: &Setup, server: &Server, month: u32) -> String {
     setup.run_step(server, &run_id, "balance-check").await;
     setup.run_step(server, &run_id, "execute").await;
     run_id
-}
-
-async fn completed(setup: &Setup, server: &Server, run_id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let run = setup
-            .call(server, "GET", &format!("/payroll-runs/{run_id}"), None)
-            .await;
-        if run["data"]["status"] == "COMPLETED" {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{run}");
-        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 async fn scrape(server: &Server) -> String {

@@ -45,7 +45,7 @@ pub(crate) async fn deposit(setup: &Setup, server: &Server, run_id: &str) {
     assert_eq!(check["data"]["run_status"], "DEPOSITED", "{check}");
 }
 
-async fn wait_completed(setup: &Setup, server: &Server, run_id: &str, seconds: u64) {
+pub(crate) async fn wait_completed(setup: &Setup, server: &Server, run_id: &str, seconds: u64) {
     let deadline = Instant::now() + Duration::from_secs(seconds);
     loop {
         let run = setup

@@ -11,7 +11,7 @@ use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::Value;
 
 use crate::{
-    instances::{confirmed_run, deposit},
+    instances::{confirmed_run, deposit, wait_completed},
     pg_cluster::{self, PgCluster},
     process::{Setup, db},
 };
@@ -92,7 +92,7 @@ async fn two_instances_executing_one_run_at_once_make_one_execution_and_a_409() 
         assert_eq!(emails, 30 * u64::from(month), "one email per payout");
         // Paid before the next is funded: a balance check on one instance while another pays
         // out can count a withdrawal the exchange took and whose hold is not yet released.
-        wait_completed(&setup, &first, &run_id).await;
+        wait_completed(&setup, &first, &run_id, 60).await;
     }
 }
 
@@ -155,23 +155,6 @@ async fn an_instance_with_a_clock_ahead_does_not_take_a_held_lease() {
             holder,
             "the instance with a clock ahead took the lease\n--- log:\n{}",
             setup.log(2)
-        );
-        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn wait_completed(setup: &Setup, server: &crate::process::Server, run_id: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (_, run) = setup
-            .try_call(server, "GET", &format!("/payroll-runs/{run_id}"), None)
-            .await;
-        if run["data"]["status"] == "COMPLETED" {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "run {run_id} not completed: {run}"
         );
         actix_web::rt::time::sleep(Duration::from_millis(100)).await;
     }

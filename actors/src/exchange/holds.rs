@@ -65,24 +65,7 @@ pub async fn reserved<C: ConnectionTrait>(conn: &C) -> Result<(i64, i64), DbErr>
 
 /// Counts a funding decision in its transaction ([`exchange_reserve::Model::decisions`]).
 pub async fn count_decision<C: ConnectionTrait>(conn: &C) -> Result<(), DbErr> {
-    let moved = exchange_reserve::Entity::update_many()
-        .col_expr(
-            exchange_reserve::Column::Decisions,
-            Expr::col(exchange_reserve::Column::Decisions).add(1),
-        )
-        .filter(exchange_reserve::Column::Account.eq(ACCOUNT))
-        .exec(conn)
-        .await?;
-    if moved.rows_affected == 0 {
-        exchange_reserve::Entity::insert(exchange_reserve::ActiveModel {
-            account: sea_orm::Set(ACCOUNT.to_owned()),
-            reserved_usd_cents: sea_orm::Set(0),
-            decisions: sea_orm::Set(1),
-        })
-        .exec_without_returning(conn)
-        .await?;
-    }
-    Ok(())
+    add_to_account(conn, exchange_reserve::Column::Decisions, 1).await
 }
 
 /// The attempt number of a transfer's hold: a money movement out of the exchange account held
@@ -146,19 +129,27 @@ async fn move_counter<C: ConnectionTrait>(conn: &C, delta: i64) -> Result<(), Db
     if delta == 0 {
         return Ok(());
     }
+    add_to_account(conn, exchange_reserve::Column::ReservedUsdCents, delta).await
+}
+
+/// Adds `delta` to one counter of the account's row (`reserved_usd_cents` or `decisions`),
+/// making the row if it has none yet.
+async fn add_to_account<C: ConnectionTrait>(
+    conn: &C,
+    counter: exchange_reserve::Column,
+    delta: i64,
+) -> Result<(), DbErr> {
     let moved = exchange_reserve::Entity::update_many()
-        .col_expr(
-            exchange_reserve::Column::ReservedUsdCents,
-            Expr::col(exchange_reserve::Column::ReservedUsdCents).add(delta),
-        )
+        .col_expr(counter, Expr::col(counter).add(delta))
         .filter(exchange_reserve::Column::Account.eq(ACCOUNT))
         .exec(conn)
         .await?;
     if moved.rows_affected == 0 {
+        let decisions = matches!(counter, exchange_reserve::Column::Decisions);
         exchange_reserve::Entity::insert(exchange_reserve::ActiveModel {
             account: sea_orm::Set(ACCOUNT.to_owned()),
-            reserved_usd_cents: sea_orm::Set(delta),
-            decisions: sea_orm::Set(0),
+            reserved_usd_cents: sea_orm::Set(if decisions { 0 } else { delta }),
+            decisions: sea_orm::Set(if decisions { delta } else { 0 }),
         })
         .exec_without_returning(conn)
         .await?;
