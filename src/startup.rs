@@ -260,7 +260,7 @@ impl Application {
             limit,
             db.clone(),
             lease.owner.clone(),
-            Duration::from_millis(settings.exchange.send_deadline_ms),
+            settings.exchange.send_deadline(),
         )
         .start();
         let funds = FundsDesk::new(db.clone(), exchange.clone());

@@ -38,7 +38,8 @@ const TRANSFER_HOLD_LIMIT: chrono::Duration = chrono::Duration::minutes(10);
 
 /// Releases transfer holds older than [`TRANSFER_HOLD_LIMIT`]; returns how many.
 pub async fn release_stale_transfer_holds(db: &Db) -> Result<usize, sea_orm::DbErr> {
-    let stale = holds::stale_transfer_holds(&db.conn, time::now() - TRANSFER_HOLD_LIMIT).await?;
+    // Transfer holds are stamped by the database's clock; judged by it too.
+    let stale = holds::stale_transfer_holds(&db.conn, db.clock_now() - TRANSFER_HOLD_LIMIT).await?;
     if stale.is_empty() {
         return Ok(0);
     }

@@ -42,9 +42,10 @@ pub struct ExchangeSettings {
     pub max_sends: u32,
     /// A job that cannot reach the exchange this long is FAILED.
     pub unreachable_fail_ms: u64,
-    /// A send stamped this long ago and not yet gone is not sent: it stays unknown and is
-    /// looked up (so an instance paused between stamp and send cannot send after another
-    /// instance resent).
+    /// A send stamped this long ago and not yet started is not sent: it stays unknown and is
+    /// looked up (so an instance paused between stamp and send does not send after another
+    /// instance resent). Used at most as half of `reconcile_grace_ms` (see
+    /// [`ExchangeSettings::send_deadline`]).
     pub send_deadline_ms: u64,
     pub sandbox: SandboxSettings,
     pub okx: OkxSettings,
@@ -58,6 +59,17 @@ pub const UNPACED_BATCH: usize = 512;
 pub const UNPACED_WINDOW: usize = 2 * UNPACED_BATCH;
 
 impl ExchangeSettings {
+    /// How long after its stamp a send may still start: `send_deadline_ms`, and at most half
+    /// of `reconcile_grace_ms`, so that no instance starts a send after another may have
+    /// resent it (which waits the grace since the stamp).
+    pub fn send_deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(
+            self.send_deadline_ms
+                .min(self.reconcile_grace_ms / 2)
+                .max(1),
+        )
+    }
+
     /// Payouts a run keeps handed to the exchange: `in_flight_window`, and at least
     /// [`UNPACED_WINDOW`] when nothing paces withdrawals (`withdrawals_per_second = 0`): then
     /// every send goes out at once, and a larger window writes fewer, larger batches.

@@ -18,7 +18,7 @@
 use std::{
     sync::{
         Arc, Mutex,
-        atomic::{AtomicI64, Ordering},
+        atomic::{AtomicI64, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -137,7 +137,10 @@ fn of_sqlstate(code: &str) -> Option<Fault> {
     match code {
         // Shutting down (admin, crash), cannot connect now, the database dropped.
         "57P01" | "57P02" | "57P03" | "57P04" => Some(Fault::Unreachable),
-        "40001" | "40P01" => Some(Fault::Conflict),
+        // The server ended an idle session or transaction: the connection is gone.
+        "57P05" | "25P03" => Some(Fault::Unreachable),
+        // Serialization, deadlock, a statement whose completion is unknown.
+        "40001" | "40P01" | "40003" => Some(Fault::Conflict),
         // Cancelled (a statement timeout), a lock not available now.
         "57014" | "55P03" => Some(Fault::Busy),
         "53100" => Some(Fault::Full),
@@ -205,6 +208,9 @@ impl Health {
 #[derive(Debug)]
 pub struct DbHealth {
     state: Mutex<Health>,
+    /// Counts the changes of `state` (under its lock): a probe applies what it found only to
+    /// the state it started from, never over a fault reported meanwhile.
+    changes_made: AtomicU64,
     /// Tells waiters of every change ([`DbHealth::unreachable`]).
     changes: tokio_watch::Sender<Health>,
     /// Wakes the prober at once.
@@ -227,6 +233,7 @@ impl DbHealth {
     ) -> DbHealth {
         DbHealth {
             state: Mutex::new(Health::Up),
+            changes_made: AtomicU64::new(0),
             changes: tokio_watch::channel(Health::Up).0,
             probe_now: Notify::new(),
             clock_offset_ms: AtomicI64::new(0),
@@ -283,6 +290,7 @@ impl DbHealth {
                     cause,
                     "the database refuses writes; writes are answered 503 until it takes them again"
                 );
+                self.changes_made.fetch_add(1, Ordering::AcqRel);
                 self.changes.send_replace(state.clone());
             }
         }
@@ -322,16 +330,30 @@ impl DbHealth {
         time::now() + chrono::Duration::milliseconds(offset)
     }
 
+    /// The state with the count of its changes, read together.
+    fn seen(&self) -> (Health, u64) {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        (state.clone(), self.changes_made.load(Ordering::Acquire))
+    }
+
     /// The database's clock minus this process's, as last read.
     pub fn clock_offset(&self) -> chrono::Duration {
         chrono::Duration::milliseconds(self.clock_offset_ms.load(Ordering::Relaxed))
     }
 
     fn set(&self, next: Health) {
+        self.set_if(None, next);
+    }
+
+    /// Sets the state, unless `seen` is given and the state changed since it was read.
+    fn set_if(&self, seen: Option<u64>, next: Health) {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if *state == next {
+        if *state == next
+            || seen.is_some_and(|seen| seen != self.changes_made.load(Ordering::Acquire))
+        {
             return;
         }
+        self.changes_made.fetch_add(1, Ordering::AcqRel);
         let before = std::mem::replace(&mut *state, next.clone());
         match (&before, &next) {
             (_, Health::Unreachable { cause, .. })
@@ -371,7 +393,9 @@ pub async fn watch(health: Arc<DbHealth>) {
 pub async fn watch_with(mut prober: Prober, health: Arc<DbHealth>) {
     loop {
         let started = Instant::now();
-        prober.probe(&health).await;
+        if prober.probe(&health).await == Next::AtOnce {
+            continue;
+        }
         let rest = PROBE_EVERY.saturating_sub(started.elapsed());
         tokio::select! {
             _ = tokio::time::sleep(rest) => {}
@@ -388,13 +412,26 @@ pub async fn watch_with(mut prober: Prober, health: Arc<DbHealth>) {
 #[derive(Default)]
 pub struct Prober {
     conn: Option<DatabaseConnection>,
+    /// Probes in a row that got no answer in time.
+    silent: u32,
+}
+
+/// When the next probe is due.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Next {
+    /// In its turn.
+    InTurn,
+    /// At once: one probe got no answer in time, and one alone (a busy machine) does not say
+    /// the database is away.
+    AtOnce,
 }
 
 impl Prober {
     /// One probe, and the health it tells (also read, with the database's clock, before the
-    /// workers start).
-    pub async fn probe(&mut self, health: &DbHealth) {
-        let state = health.state();
+    /// workers start). What it found is applied only to the state it started from: a fault
+    /// reported meanwhile stands until the next probe.
+    pub async fn probe(&mut self, health: &DbHealth) -> Next {
+        let (state, seen) = health.seen();
         let writes = matches!(state, Health::RefusingWrites { .. });
         // Out of space on SQLite: writes wait for room, not just for one tiny write to fit.
         if let (
@@ -405,10 +442,14 @@ impl Prober {
         ) = (&state, &health.sqlite_dir)
             && free_bytes(dir).is_some_and(|free| free < SQLITE_FREE_BYTES)
         {
-            return;
+            return Next::InTurn;
         }
-        match tokio::time::timeout(PROBE_DEADLINE, self.ask(health, writes)).await {
-            Ok(Ok(())) => health.set(Health::Up),
+        let answer = tokio::time::timeout(PROBE_DEADLINE, self.ask(health, writes)).await;
+        if answer.is_ok() {
+            self.silent = 0;
+        }
+        match answer {
+            Ok(Ok(())) => health.set_if(Some(seen), Health::Up),
             Ok(Err(err)) => match classify(&err) {
                 Some(fault) if fault.refuses_writes() => {
                     if !matches!(health.state(), Health::RefusingWrites { .. }) {
@@ -430,12 +471,17 @@ impl Prober {
             },
             Err(_) => {
                 self.conn = None;
+                self.silent += 1;
+                if self.silent < 2 {
+                    return Next::AtOnce;
+                }
                 mark_unreachable(
                     health,
-                    format!("no answer within {} ms", PROBE_DEADLINE.as_millis()),
+                    format!("no answer within {} ms, twice", PROBE_DEADLINE.as_millis()),
                 );
             }
         }
+        Next::InTurn
     }
 
     /// One probe: the clock (a read), and a write when writes were refused.

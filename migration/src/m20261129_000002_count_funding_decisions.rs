@@ -3,10 +3,10 @@ use sea_orm_migration::{prelude::*, schema::*};
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
-/// How many funding decisions the exchange account has seen. A decision reads the account at
-/// a consistent point with no lock held (the exchange may be slow to answer), then, under the
-/// decision lock, checks that no other decision committed since that point; each decision's
-/// transaction counts itself here.
+/// How many funding decisions have reserved money on the exchange account. A decision reads
+/// the account at a consistent point with no lock held (the exchange may be slow to answer),
+/// then, under the decision lock, checks that no other decision reserved money since that
+/// point; creating holds counts here.
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {

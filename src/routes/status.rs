@@ -24,8 +24,8 @@ use payroll_actors::{
     telemetry::{self, CountedSend},
 };
 use payroll_entities::{
-    Cents, DeliveryStatus, RunStatus, WebhookStatus, payout, payroll_run, time, webhook_delivery,
-    webhook_endpoint,
+    Cents, DeliveryStatus, RunStatus, WebhookStatus, health::Health, payout, payroll_run, time,
+    webhook_delivery, webhook_endpoint,
 };
 use sea_orm::{
     ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -199,9 +199,14 @@ fn render_health(html: &mut String, state: &AppState, backlog: Option<u64>) {
                 html,
                 concat!(
                     "<tr id=\"health-database\"><th>Database</th><td class=\"bad\">{label} since {since}",
-                    " ({secs} s): {cause}. API requests are answered 503; work resumes by itself",
+                    " ({secs} s): {cause}. {refused} are answered 503; work resumes by itself",
                     " when it answers again.</td></tr>"
                 ),
+                refused = if matches!(database, Health::Unreachable { .. }) {
+                    "API requests"
+                } else {
+                    "Writes"
+                },
                 label = escape(&database.label().replace('_', " ")),
                 since = escape(&time::format(&since)),
                 secs = (time::now() - since).num_seconds().max(0),

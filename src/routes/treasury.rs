@@ -220,12 +220,13 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
                 .detail("available_usd_cents", available));
             }
             let (tx, guard) = decision.begin();
-            holds::hold_transfer(&*tx, &transfer_id, amount.0).await?;
+            let hold =
+                holds::hold_transfer(&*tx, &transfer_id, amount.0, state.db.clock_now()).await?;
             tx.commit().await?;
             drop(guard);
-            true
+            Some(hold)
         }
-        TransferDirection::ToExchange => false,
+        TransferDirection::ToExchange => None,
     };
     let sent = state.exchange.bounded_send(
         Transfer {
@@ -240,8 +241,8 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
         Ok(request) => request.await.map_err(ApiError::from),
         Err(overloaded) => Err(ApiError::from(overloaded)),
     };
-    if held {
-        release_transfer_hold(&state.db, &transfer_id, matches!(answer, Ok(Ok(_)))).await;
+    if let Some(hold) = held {
+        release_transfer_hold(&state.db, hold, matches!(answer, Ok(Ok(_)))).await;
     }
     let transfer = answer?
         .map_err(|err| match err {
@@ -286,7 +287,7 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
 /// Releases the hold of an outgoing transfer once the exchange has answered: it took the
 /// money (its balance is lower now), or it did not. One left by a failure here, or a crash, is
 /// released by the retention janitor later.
-async fn release_transfer_hold(db: &Db, transfer_id: &str, made: bool) {
+async fn release_transfer_hold(db: &Db, hold: (String, i32), made: bool) {
     let why = if made {
         holds::Release::Accepted
     } else {
@@ -294,17 +295,12 @@ async fn release_transfer_hold(db: &Db, transfer_id: &str, made: bool) {
     };
     let released = async {
         let tx = db.begin_write().await?;
-        holds::release(
-            &*tx,
-            &[(transfer_id.to_owned(), holds::TRANSFER_ATTEMPT)],
-            why,
-        )
-        .await?;
+        holds::release(&*tx, std::slice::from_ref(&hold), why).await?;
         tx.commit().await
     }
     .await;
     if let Err(err) = released {
-        tracing::warn!(transfer_id, error = %err, "the transfer's hold was not released now; the retention janitor releases it");
+        tracing::warn!(hold = %hold.0, error = %err, "the transfer's hold was not released now; the retention janitor releases it");
     }
 }
 
@@ -328,7 +324,10 @@ pub async fn list_transfers(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             MAILBOX_LIMIT,
         )?
         .await?
-        .map_err(|e| exchange_failed(&req, &e.to_string()))?;
+        .map_err(|e| match e {
+            ExchangeError::Database(fault, _) => ApiError::database(fault),
+            other => exchange_failed(&req, &other.to_string()),
+        })?;
     let shown: Vec<TransferResource> = items.iter().map(TransferResource::from).collect();
     req.list(&shown, page, total)
 }

@@ -4,9 +4,10 @@
 //! no lock held (the exchange may take its time to answer: no lock, in-process or in the
 //! database, is ever held across a call to it). Then it takes this process's decision lock and,
 //! on PostgreSQL, an advisory lock in its transaction (so decisions of every instance are
-//! serialised), and checks that no decision committed since its point was read (each counts
-//! itself, [`holds::count_decision`]); if one did, it reads the point again. It commits its
-//! holds before the locks are let go: two decisions never spend the same money.
+//! serialised), and checks that no decision reserved money since its point was read (creating
+//! holds counts a decision on the account's reserve row, in the statement that moves the
+//! reserved total); if one did, it reads the point again. It commits its holds before the
+//! locks are let go: two decisions never spend the same money.
 
 use std::sync::Arc;
 
@@ -50,8 +51,7 @@ pub struct FundsDesk {
 /// An open decision: the figures, and the locks that keep them true until it commits.
 pub struct Decision {
     pub point: PointFigures,
-    /// The transaction the decision commits in (on PostgreSQL it holds the advisory lock);
-    /// it counts the decision already.
+    /// The transaction the decision commits in (on PostgreSQL it holds the advisory lock).
     tx: WriteTx,
     guard: OwnedMutexGuard<()>,
 }
@@ -93,9 +93,10 @@ impl FundsDesk {
             let guard = self.lock.clone().lock_owned().await;
             let tx = self.db.begin_write().await?;
             holds::lock_decisions(&*tx).await?;
+            // A read: the reserve row is locked only where this decision writes holds, late
+            // in its transaction, not from here on.
             let (_, decisions) = holds::reserved(&*tx).await?;
             if decisions == point.decisions {
-                holds::count_decision(&*tx).await?;
                 return Ok(Decision { point, tx, guard });
             }
             // Another decision committed after the point was read: its figures are old.

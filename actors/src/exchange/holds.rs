@@ -63,33 +63,33 @@ pub async fn reserved<C: ConnectionTrait>(conn: &C) -> Result<(i64, i64), DbErr>
         .map_or((0, 0), |r| (r.reserved_usd_cents, r.decisions)))
 }
 
-/// Counts a funding decision in its transaction ([`exchange_reserve::Model::decisions`]).
-pub async fn count_decision<C: ConnectionTrait>(conn: &C) -> Result<(), DbErr> {
-    add_to_account(conn, exchange_reserve::Column::Decisions, 1).await
-}
-
 /// The attempt number of a transfer's hold: a money movement out of the exchange account held
 /// like a payout while the exchange is asked to make it (its id is the transfer's).
 pub const TRANSFER_ATTEMPT: i32 = 0;
 
-/// Holds `amount` for an outgoing treasury transfer while the exchange makes it, so that no
-/// decision taken meanwhile spends the same money.
+/// Holds `amount` for one try of an outgoing treasury transfer while the exchange makes it,
+/// so that no decision taken meanwhile spends the same money; answers the hold's key. Each
+/// try has a hold of its own (a try after a failed one holds again), stamped `now` by the
+/// database's clock so that the janitor judges its age by the same clock.
 pub async fn hold_transfer<C: ConnectionTrait>(
     conn: &C,
     transfer_id: &str,
     amount: i64,
-) -> Result<(), DbErr> {
-    hold(
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(String, i32), DbErr> {
+    let key = payroll_entities::ids::new_id(payroll_entities::ids::IdKind::Transfer);
+    hold_at(
         conn,
         vec![NewHold {
-            payout_id: transfer_id.to_owned(),
+            payout_id: key.clone(),
             attempt: TRANSFER_ATTEMPT,
             run_id: transfer_id.to_owned(),
             amount,
         }],
+        now,
     )
-    .await
-    .map(|_| ())
+    .await?;
+    Ok((key, TRANSFER_ATTEMPT))
 }
 
 /// Transfer holds older than `before`: their transfer was answered long since (each call to
@@ -125,31 +125,34 @@ pub async fn held_by_run<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i
         .unwrap_or(0))
 }
 
+/// Moves the reserved total by `delta`. Holds created (`delta` > 0) are a funding decision
+/// reserving money, which counts itself here in the same statement
+/// ([`exchange_reserve::Model::decisions`]): a decision reading figures from before it reads
+/// them again ([`super::desk`]). The row is locked from here to the commit, as late in its
+/// transaction as the holds are written, after the payouts (the order every transaction takes
+/// them in).
 async fn move_counter<C: ConnectionTrait>(conn: &C, delta: i64) -> Result<(), DbErr> {
     if delta == 0 {
         return Ok(());
     }
-    add_to_account(conn, exchange_reserve::Column::ReservedUsdCents, delta).await
-}
-
-/// Adds `delta` to one counter of the account's row (`reserved_usd_cents` or `decisions`),
-/// making the row if it has none yet.
-async fn add_to_account<C: ConnectionTrait>(
-    conn: &C,
-    counter: exchange_reserve::Column,
-    delta: i64,
-) -> Result<(), DbErr> {
+    let decided = i64::from(delta > 0);
     let moved = exchange_reserve::Entity::update_many()
-        .col_expr(counter, Expr::col(counter).add(delta))
+        .col_expr(
+            exchange_reserve::Column::ReservedUsdCents,
+            Expr::col(exchange_reserve::Column::ReservedUsdCents).add(delta),
+        )
+        .col_expr(
+            exchange_reserve::Column::Decisions,
+            Expr::col(exchange_reserve::Column::Decisions).add(decided),
+        )
         .filter(exchange_reserve::Column::Account.eq(ACCOUNT))
         .exec(conn)
         .await?;
     if moved.rows_affected == 0 {
-        let decisions = matches!(counter, exchange_reserve::Column::Decisions);
         exchange_reserve::Entity::insert(exchange_reserve::ActiveModel {
             account: sea_orm::Set(ACCOUNT.to_owned()),
-            reserved_usd_cents: sea_orm::Set(if decisions { 0 } else { delta }),
-            decisions: sea_orm::Set(if decisions { delta } else { 0 }),
+            reserved_usd_cents: sea_orm::Set(delta),
+            decisions: sea_orm::Set(decided),
         })
         .exec_without_returning(conn)
         .await?;
@@ -184,7 +187,15 @@ pub async fn hold_pending_of_run<C: ConnectionTrait>(conn: &C, run_id: &str) -> 
 
 /// Creates holds (an attempt already held is left as it is); answers the sum created.
 pub async fn hold<C: ConnectionTrait>(conn: &C, holds: Vec<NewHold>) -> Result<i64, DbErr> {
-    let now = time::now();
+    hold_at(conn, holds, time::now()).await
+}
+
+/// [`hold`], the holds stamped `now`.
+async fn hold_at<C: ConnectionTrait>(
+    conn: &C,
+    holds: Vec<NewHold>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<i64, DbErr> {
     let mut total = 0i64;
     for chunk in holds.chunks(CHUNK) {
         let found: Vec<(String, i32)> = exchange_hold::Entity::find()

@@ -169,9 +169,10 @@ pub trait ExchangeProvider: Send + Sync {
 
     /// Sends withdrawals; one outcome per request, in order, each with the fee it carries: an
     /// exchange whose fee is now higher refuses it with a reason starting [`FEE_CHANGED`]. A
-    /// provider without batches sends them one by one. None leaves after `deadline` (its send
+    /// provider without batches sends them one by one. None starts after `deadline` (its send
     /// was stamped too long ago): that one is answered [`WithdrawalOutcome::NotSent`]
-    /// ([`not_sent_past_deadline`]) and looked up.
+    /// ([`not_sent_past_deadline`]) and looked up. One started before may take up to the
+    /// provider's own call deadline.
     async fn withdraw(
         &self,
         batch: &[WithdrawalRequest],

@@ -38,6 +38,10 @@ use crate::{
 /// Rows taken from the outbox per round.
 const BATCH: u64 = 100;
 
+/// How long a message whose send found the mail server away waits before it is tried again
+/// (others are tried before it meanwhile).
+const TRANSPORT_RETRY: chrono::Duration = chrono::Duration::seconds(5);
+
 /// A round claims its rows for this long (their `next_attempt_at` moves out by it), so other
 /// instances leave them alone; rows of a round that stopped (a crash) are due again after it.
 /// A round gives back what it has not sent by half this time.
@@ -160,8 +164,13 @@ impl Transport {
                 .map(|_| ())
                 .map_err(|e| SendFailure::TransportDown(e.to_string())),
             Transport::Smtp(t) => t.send(message).await.map(|_| ()).map_err(|e| {
-                if e.is_response() {
-                    // The server answered: a refusal of this message (4xx or 5xx).
+                let closing = e.status().is_some_and(|code| code.to_string() == "421");
+                if closing {
+                    // 421: the server is closing, not refusing this message.
+                    SendFailure::TransportDown(e.to_string())
+                } else if e.is_response() || e.is_client() {
+                    // The server answered with a refusal of this message (4xx or 5xx), or
+                    // the message cannot be sent as it is (an address the server cannot take).
                     SendFailure::Refused(e.to_string())
                 } else {
                     // No answer: refused or reset connection, timeout, TLS. The server is
@@ -392,13 +401,18 @@ async fn release(db: &Db, ids: Vec<String>, claim: DateTime<Utc>) -> Result<(), 
     tx.commit().await
 }
 
-/// Notes why the message could not be sent on its row (still claimed), counting no attempt.
+/// Notes why the message could not be sent on its row (still claimed), counting no attempt,
+/// and makes it due again a little later (it keeps its claim until then).
 async fn note_error(db: &Db, id: &str, claim: DateTime<Utc>, why: &str) -> Result<(), DbErr> {
     let tx = db.begin_background_write().await?;
     email_outbox::Entity::update_many()
         .col_expr(
             email_outbox::Column::LastError,
             Expr::value(Some(why.to_owned())),
+        )
+        .col_expr(
+            email_outbox::Column::NextAttemptAt,
+            Expr::value(time::now() + TRANSPORT_RETRY),
         )
         .filter(email_outbox::Column::Id.eq(id))
         .filter(email_outbox::Column::NextAttemptAt.eq(claim))
@@ -445,10 +459,10 @@ async fn send_due(
             // The server is away: this message and the rest are given back as they were (no
             // attempt counted), due again when the mailer tries the server next.
             Err(SendFailure::TransportDown(why)) => {
+                // This message goes behind the others, so that one a server keeps dropping the
+                // connection over holds none of them up; the others are due again at once.
                 note_error(db, &row.id, claim, &why).await?;
-                let mut rest = vec![row.id];
-                rest.extend(due.map(|r| r.id));
-                release(db, rest, claim).await?;
+                release(db, due.map(|r| r.id).collect(), claim).await?;
                 telemetry::emails("sent", sent);
                 telemetry::emails("failed", failed);
                 telemetry::emails("transport_down", 1);

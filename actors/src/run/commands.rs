@@ -226,7 +226,7 @@ async fn quote_fees(deps: &RunDeps) -> Result<HashMap<Network, Quote>, RunError>
         .counted_send(QuoteFees(Network::ALL.to_vec()))
         .await
         .map_err(|e| RunError::Unavailable(e.to_string()))?
-        .map_err(|e| RunError::Exchange(e.to_string()))
+        .map_err(RunError::from)
 }
 
 /// Reports the funding figures; a CONFIRMED run that is covered becomes DEPOSITED.

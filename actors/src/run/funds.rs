@@ -21,7 +21,6 @@ use crate::{
     audit::{self, system_entry},
     events::{insert_events, run_event},
     exchange::{
-        ExchangeError,
         desk::{DecisionGuard, DeskError},
         holds,
     },
@@ -70,10 +69,7 @@ impl From<DeskError> for RunError {
     fn from(err: DeskError) -> RunError {
         match err {
             DeskError::Db(e) => e.into(),
-            DeskError::Exchange(ExchangeError::Database(fault, cause)) => {
-                RunError::Database(fault, cause)
-            }
-            DeskError::Exchange(e) => RunError::Exchange(e.to_string()),
+            DeskError::Exchange(e) => e.into(),
             DeskError::Mailbox(e) => RunError::Unavailable(e.to_string()),
             DeskError::Contended => {
                 RunError::Database(Fault::Conflict, DeskError::Contended.to_string())

@@ -187,6 +187,19 @@ impl From<sea_orm::DbErr> for RunError {
     }
 }
 
+/// An exchange error in a run's words: our own database's fault stays one (503), anything
+/// else is the exchange's (502).
+impl From<crate::exchange::ExchangeError> for RunError {
+    fn from(err: crate::exchange::ExchangeError) -> RunError {
+        match err {
+            crate::exchange::ExchangeError::Database(fault, cause) => {
+                RunError::Database(fault, cause)
+            }
+            other => RunError::Exchange(other.to_string()),
+        }
+    }
+}
+
 impl RunError {
     /// The database fault behind this error, if it is one.
     pub fn fault(&self) -> Option<Fault> {

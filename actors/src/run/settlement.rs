@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, Utc};
-use payroll_entities::{Cents, PayoutStatus, job, payout, time};
+use payroll_entities::{Cents, PayoutStatus, job, payout};
 use serde_json::json;
 
 use super::{
@@ -110,7 +110,8 @@ async fn apply_changes(
         }
         return Ok(Snapshot { run, job });
     }
-    let now = time::now();
+    // The database's clock, as sends are stamped by it: every instance compares one clock.
+    let now = deps.db.clock_now();
     let mut after = run.clone();
     let mut changed = Vec::new();
     let mut events = Vec::new();
@@ -342,7 +343,7 @@ pub async fn record_results(
 
 /// What the exchange knows of these client ids (its history, batched where it allows).
 pub async fn look_up(deps: &RunDeps, client_ids: Vec<String>) -> Result<Looked, RunError> {
-    let asked_at = time::now();
+    let asked_at = deps.db.clock_now();
     let sent_since = if deps.lookups_read_history {
         store::first_sent(&deps.db, &client_ids).await?
     } else {
@@ -356,7 +357,7 @@ pub async fn look_up(deps: &RunDeps, client_ids: Vec<String>) -> Result<Looked, 
         })
         .await
         .map_err(|e| RunError::Unavailable(e.to_string()))?
-        .map_err(|e| RunError::Exchange(e.to_string()))?;
+        .map_err(RunError::from)?;
     Ok(Looked { statuses, asked_at })
 }
 
@@ -432,7 +433,8 @@ fn decide_lookup(
     recorded.reached = true;
     let settings = &deps.exchange_settings;
     let grace = Duration::milliseconds(settings.reconcile_grace_ms as i64);
-    let now: DateTime<Utc> = time::now();
+    // Sends are stamped by the database's clock: the grace is measured by it too.
+    let now: DateTime<Utc> = deps.db.clock_now();
     let mut changes = Vec::new();
     for client_id in client_ids {
         let Some((payout_id, _)) = parse_client_id(client_id) else {
@@ -528,7 +530,8 @@ pub async fn mark_processing_stuck(
     deps: &RunDeps,
     snapshot: Snapshot,
 ) -> Result<(Snapshot, Recorded), RunError> {
-    let since = time::now() - Duration::milliseconds(deps.exchange_settings.stuck_after_ms as i64);
+    let since =
+        deps.db.clock_now() - Duration::milliseconds(deps.exchange_settings.stuck_after_ms as i64);
     let client_ids = store::processing_since(&deps.db, &snapshot.run.id, since).await?;
     let why = format!(
         "PROCESSING at the exchange for more than {} ms",

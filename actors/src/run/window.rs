@@ -83,7 +83,7 @@ pub async fn claim_window(
             last_read,
         });
     }
-    let now = time::now();
+    let now = db.clock_now();
     // One narrow statement: the client ids are derived in SQL from id and attempt, and only
     // what a withdrawal needs comes back.
     let mut update = Query::update();

@@ -90,6 +90,15 @@ impl RunActor {
                     act.snapshot = None;
                     act.gone = true;
                 }
+                // Not a fault of the database (a bug): trying again would not help, and the
+                // error is logged; the next request starts a new actor (unless withdrawals are
+                // in flight, whose answers come to this address: then it tries again).
+                Err(err) if err.fault().is_none() && act.in_flight.is_empty() => {
+                    tracing::error!(run_id = %act.run_id, error = %err, "run could not be loaded");
+                    act.snapshot = None;
+                    act.load_error = Some(err);
+                    act.retire(ctx);
+                }
                 Err(err) => {
                     // The run stays this actor's, with its address and its withdrawals in
                     // flight; requests meanwhile are answered 503 with this error.
