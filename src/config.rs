@@ -144,6 +144,8 @@ pub struct ApiSettings {
     pub max_body_bytes: usize,
     pub max_import_bytes: usize,
     pub max_import_rows: usize,
+    /// A request's whole body must arrive within this long of its head (else 408).
+    pub body_read_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -253,6 +255,9 @@ impl Settings {
         }
         if self.api.max_import_rows == 0 {
             return bad("api.max_import_rows", "must be at least 1");
+        }
+        if self.api.body_read_timeout_ms == 0 {
+            return bad("api.body_read_timeout_ms", "must be at least 1");
         }
         if self.audit.flush_interval_ms == 0 {
             return bad("audit.flush_interval_ms", "must be at least 1");

@@ -518,6 +518,12 @@ fn error_statuses(spec: &RouteSpec) -> Vec<(u16, &'static str)> {
             409,
             "Conflict: status transition, overlap, email taken, idempotency key in use…",
         ));
+        if spec.body != crate::http::route::BodyKind::None {
+            out.push((
+                408,
+                "The body did not arrive within api.body_read_timeout_ms (REQUEST_TIMEOUT)",
+            ));
+        }
         out.push((413, "Body too large (PAYLOAD_TOO_LARGE)"));
         out.push((415, "Body is not JSON (UNSUPPORTED_MEDIA_TYPE)"));
         out.push((
@@ -528,7 +534,7 @@ fn error_statuses(spec: &RouteSpec) -> Vec<(u16, &'static str)> {
     out.push((500, "Unexpected server error (INTERNAL_ERROR)"));
     out.push((
         503,
-        "Database unavailable, shutting down or overloaded (SERVICE_UNAVAILABLE); see Retry-After",
+        "Database unreachable or failing, shutting down or overloaded (SERVICE_UNAVAILABLE); see Retry-After",
     ));
     out
 }

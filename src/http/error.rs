@@ -75,6 +75,9 @@ error_codes! {
     MethodNotAllowed = ("METHOD_NOT_ALLOWED", 405,
         "The path exists but does not accept this method.",
         "Use one of the methods in details.allowed_methods."),
+    RequestTimeout = ("REQUEST_TIMEOUT", 408,
+        "The request body did not arrive within api.body_read_timeout_ms of its head; the connection is closed and nothing was done.",
+        "Send the whole body at once, on a new connection, with the same Idempotency-Key."),
     InvalidStatusTransition = ("INVALID_STATUS_TRANSITION", 409,
         "The operation is not allowed in the resource's current status.",
         "Check details.current_status and use one of details.allowed_operations."),
@@ -147,6 +150,9 @@ pub struct ApiError {
     /// The database fault behind a 503, for the request gate to report to the database's
     /// health.
     pub fault: Option<Fault>,
+    /// The connection is closed after this answer (a body cut short or too slow: what is
+    /// left of it on the connection is not a request).
+    pub close_connection: bool,
 }
 
 impl std::fmt::Display for ApiError {
@@ -164,6 +170,7 @@ impl ApiError {
             hint: None,
             retry_after: None,
             fault: None,
+            close_connection: false,
         }
     }
 
@@ -362,6 +369,9 @@ impl ApiError {
     /// The full error answer; without a request id its body is completed by the gate.
     pub fn response(&self, request_id: Option<&str>) -> HttpResponse {
         let mut builder = HttpResponse::build(self.status_code());
+        if self.close_connection {
+            builder.force_close();
+        }
         if let Some(seconds) = self.retry_after {
             builder.insert_header(("Retry-After", seconds.to_string()));
         }

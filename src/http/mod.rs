@@ -12,6 +12,7 @@ pub mod envelope;
 pub mod error;
 mod fail_fast;
 pub mod idempotency;
+mod incoming;
 pub mod key_cache;
 pub mod keys;
 pub mod pipeline;

@@ -20,7 +20,6 @@ use actix_web::{
     web,
 };
 use chrono::Duration;
-use futures_util::StreamExt;
 use governor::clock::{Clock, DefaultClock};
 use payroll_entities::{ApiKeyStatus, api_key, ids, time};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
@@ -33,6 +32,7 @@ use crate::{
         error::{ApiError, ErrorCode},
         fail_fast::{Interrupted, refused_by_health},
         idempotency::{self, Verdict},
+        incoming::{BodyFault, read_body},
         request::{ApiRequest, AuditRecorded, BodyType, Caller, IdempotencyClaim, RequestInfo},
         route::{Access, BodyKind},
     },
@@ -64,7 +64,7 @@ pub async fn gate<B: MessageBody + 'static>(
     );
     let write = matches!(*req.method(), Method::POST | Method::PATCH | Method::DELETE);
     let started = std::time::Instant::now();
-    let result = gate_request(req, next, request_id)
+    let result = gate_request(req, next, request_id, started)
         .instrument(span.clone())
         .await;
     let _entered = span.enter();
@@ -81,6 +81,7 @@ async fn gate_request<B: MessageBody + 'static>(
     req: ServiceRequest,
     next: Next<B>,
     request_id: String,
+    head_at: std::time::Instant,
 ) -> Result<ServiceResponse<BoxBody>, Error> {
     let Some(state) = req.app_data::<web::Data<AppState>>().cloned() else {
         let err = ApiError::internal("application state missing");
@@ -146,7 +147,9 @@ async fn gate_request<B: MessageBody + 'static>(
     let health = state.db.health().clone();
     let mut taken: Option<IdempotencyClaim> = None;
     let served = {
-        let work = std::pin::pin!(serve(req, next, &state, &mut facts, api_path, &mut taken));
+        let work = std::pin::pin!(serve(
+            req, next, &state, &mut facts, api_path, head_at, &mut taken
+        ));
         let down = std::pin::pin!(health.unreachable());
         match futures_util::future::select(work, down).await {
             futures_util::future::Either::Left((served, _)) => Some(served),
@@ -207,51 +210,54 @@ async fn serve<B: MessageBody + 'static>(
     state: &web::Data<AppState>,
     facts: &mut RequestFacts,
     api_path: &str,
+    head_at: std::time::Instant,
     taken: &mut Option<IdempotencyClaim>,
 ) -> Result<Served, Error> {
     let request_id = facts.request_id.clone();
-    Ok(match admit(&mut req, state, facts, api_path).await {
-        Ok(Admission::Proceed(info)) => {
-            let claim = info.claim.clone();
-            taken.clone_from(&claim);
-            req.extensions_mut().insert(ApiRequest(Rc::new(*info)));
-            match next.call(req).await {
-                Ok(res) => (res.map_into_boxed_body(), claim, json!({})),
-                Err(err) => {
-                    let status = err.as_response_error().status_code().as_u16();
-                    after(state, facts, claim.as_ref(), status, json!({})).await;
-                    return Err(err);
+    Ok(
+        match admit(&mut req, state, facts, api_path, head_at).await {
+            Ok(Admission::Proceed(info)) => {
+                let claim = info.claim.clone();
+                taken.clone_from(&claim);
+                req.extensions_mut().insert(ApiRequest(Rc::new(*info)));
+                match next.call(req).await {
+                    Ok(res) => (res.map_into_boxed_body(), claim, json!({})),
+                    Err(err) => {
+                        let status = err.as_response_error().status_code().as_u16();
+                        after(state, facts, claim.as_ref(), status, json!({})).await;
+                        return Err(err);
+                    }
                 }
             }
-        }
-        Ok(Admission::Replay { status, body }) => {
-            metrics::counter!(
-                "payroll_idempotent_replays_total",
-                "operation" => facts.operation.unwrap_or("unknown")
-            )
-            .increment(1);
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-            let response = actix_web::HttpResponse::build(status)
-                .content_type("application/json; charset=utf-8")
-                .insert_header(("Idempotent-Replayed", "true"))
-                .body(body);
-            (
-                req.into_response(response),
-                None,
-                json!({"idempotent_replay": true}),
-            )
-        }
-        Err(err) => {
-            if let Some(fault) = err.fault {
-                state.db.health().note(fault, &err.message);
+            Ok(Admission::Replay { status, body }) => {
+                metrics::counter!(
+                    "payroll_idempotent_replays_total",
+                    "operation" => facts.operation.unwrap_or("unknown")
+                )
+                .increment(1);
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                let response = actix_web::HttpResponse::build(status)
+                    .content_type("application/json; charset=utf-8")
+                    .insert_header(("Idempotent-Replayed", "true"))
+                    .body(body);
+                (
+                    req.into_response(response),
+                    None,
+                    json!({"idempotent_replay": true}),
+                )
             }
-            (
-                req.into_response(err.response(Some(&request_id))),
-                None,
-                json!({}),
-            )
-        }
-    })
+            Err(err) => {
+                if let Some(fault) = err.fault {
+                    state.db.health().note(fault, &err.message);
+                }
+                (
+                    req.into_response(err.response(Some(&request_id))),
+                    None,
+                    json!({}),
+                )
+            }
+        },
+    )
 }
 
 /// Releases the claim of a failed write and records the request's audit entry (batched).
@@ -308,6 +314,7 @@ async fn admit(
     state: &web::Data<AppState>,
     facts: &mut RequestFacts,
     api_path: &str,
+    head_at: std::time::Instant,
 ) -> Result<Admission, ApiError> {
     let (route, params) = routes::match_route(req.method(), api_path)?;
     facts.operation = Some(route.operation);
@@ -365,8 +372,14 @@ async fn admit(
     let body = if route.body == BodyKind::None {
         Ok(web::Bytes::new())
     } else {
-        read_body(req, limit).await
+        let timeout = std::time::Duration::from_millis(state.settings.api.body_read_timeout_ms);
+        read_body(req, limit, head_at, timeout).await
     };
+    // A body cut short or too slow is no request: refused before anything is done, its
+    // Idempotency-Key left untouched, so the whole body sent again runs.
+    if let Err(fault @ (BodyFault::Incomplete | BodyFault::TimedOut(_))) = &body {
+        return Err(fault.error());
+    }
 
     let claim = match (idempotency_key, &caller) {
         (Some(key), Some(caller)) => {
@@ -396,13 +409,7 @@ async fn admit(
         _ => None,
     };
 
-    let body = body.map_err(|limit| {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("The request body is larger than {limit} bytes."),
-        )
-        .detail("limit_bytes", limit as u64)
-    })?;
+    let body = body.map_err(|fault| fault.error())?;
     let body_type = media_type(req.headers(), route.body, &body)?;
 
     let mut claim = claim;
@@ -537,29 +544,6 @@ pub(crate) fn rate_limit(state: &AppState, key_id: &str) -> Result<(), ApiError>
             Err(err)
         }
     }
-}
-
-/// Reads the body, or answers the limit it exceeds.
-async fn read_body(req: &mut ServiceRequest, limit: usize) -> Result<web::Bytes, usize> {
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limit) {
-        return Err(limit);
-    }
-    let mut payload = req.take_payload();
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        // A broken upload reads as whatever arrived; validation then refuses it.
-        let Ok(chunk) = chunk else { break };
-        if body.len() + chunk.len() > limit {
-            return Err(limit);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
 }
 
 /// JSON (also when no Content-Type is sent), or CSV where the route takes it.

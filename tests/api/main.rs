@@ -15,6 +15,7 @@ mod funds;
 mod funds_property;
 mod helpers;
 mod idempotency;
+mod incoming_bodies;
 mod instances;
 mod layout;
 mod mcp;
