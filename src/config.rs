@@ -152,6 +152,10 @@ pub struct ApiSettings {
 #[serde(deny_unknown_fields)]
 pub struct AuditSettings {
     pub flush_interval_ms: u64,
+    /// Longer paths are stored cut, with `path_truncated: true`.
+    pub path_max_chars: usize,
+    /// Refusals without a usable key stored per peer address and second; beyond, counted only.
+    pub unauthenticated_per_second: u32,
 }
 
 /// A configuration problem, naming the key at fault.
@@ -258,6 +262,12 @@ impl Settings {
         }
         if self.api.body_read_timeout_ms == 0 {
             return bad("api.body_read_timeout_ms", "must be at least 1");
+        }
+        if self.audit.path_max_chars < 16 {
+            return bad("audit.path_max_chars", "must be at least 16");
+        }
+        if self.audit.unauthenticated_per_second == 0 {
+            return bad("audit.unauthenticated_per_second", "must be at least 1");
         }
         if self.audit.flush_interval_ms == 0 {
             return bad("audit.flush_interval_ms", "must be at least 1");

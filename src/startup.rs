@@ -329,6 +329,7 @@ impl Application {
         if state.db.backend() == sea_orm::DatabaseBackend::Sqlite {
             actix_web::rt::spawn(checkpoint_log(state.db.clone()).in_runtime());
         }
+        actix_web::rt::spawn(forget_idle_buckets(state.clone()));
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
             .with_context(|| {
                 format!(
@@ -497,6 +498,19 @@ async fn stop_steps(state: &web::Data<AppState>, lease: &LeaseSettings, ended_al
         Err(_) => tracing::warn!("audit entries not flushed in time"),
     }
     drained
+}
+
+/// Forgets, every minute, the rate-limit buckets of keys and peer addresses that have been
+/// full for a while: a flood from many addresses leaves no lasting memory behind.
+async fn forget_idle_buckets(state: web::Data<AppState>) {
+    let mut every = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        every.tick().await;
+        state.limiter.retain_recent();
+        state.unauthenticated_audit.retain_recent();
+        state.limiter.shrink_to_fit();
+        state.unauthenticated_audit.shrink_to_fit();
+    }
 }
 
 /// How often the SQLite write-ahead log is checkpointed from the side.

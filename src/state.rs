@@ -37,6 +37,8 @@ pub struct AppState {
     pub funds: FundsDesk,
     /// Per-API-key token buckets.
     pub limiter: DefaultKeyedRateLimiter<String>,
+    /// Per-peer token buckets of the audit entries of refusals without a key.
+    pub unauthenticated_audit: DefaultKeyedRateLimiter<std::net::IpAddr>,
     /// API keys read recently, by keyed hash.
     pub verified_keys: Arc<VerifiedKeys>,
     pub webhooks: Addr<WebhookSupervisor>,
@@ -88,6 +90,9 @@ impl AppState {
         let burst = NonZeroU32::new(settings.api.rate_limit_burst).unwrap_or(NonZeroU32::MIN);
         let limiter =
             governor::RateLimiter::keyed(Quota::per_second(per_second).allow_burst(burst));
+        let audited =
+            NonZeroU32::new(settings.audit.unauthenticated_per_second).unwrap_or(NonZeroU32::MIN);
+        let unauthenticated_audit = governor::RateLimiter::keyed(Quota::per_second(audited));
         let run_changes = (db.backend() == sea_orm::DatabaseBackend::Postgres)
             .then(|| Arc::new(RunChanges::new(&actors.instance_id)));
         let changes = match &run_changes {
@@ -105,6 +110,7 @@ impl AppState {
             exchange_provider: actors.exchange_provider,
             funds: actors.funds,
             limiter,
+            unauthenticated_audit,
             verified_keys: Arc::new(VerifiedKeys::new(KEY_CACHE_TTL)),
             webhooks: actors.webhooks,
             secrets: actors.secrets,

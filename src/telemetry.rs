@@ -77,7 +77,7 @@ pub async fn http_metrics<B: MessageBody + 'static>(
     next: Next<B>,
 ) -> Result<ServiceResponse<B>, Error> {
     let start = Instant::now();
-    let method = req.method().as_str().to_owned();
+    let method = method_label(req.method()).to_owned();
     // Asked of the answer: once routed, the resource map names the matched resource's
     // pattern without matching the path again. An error instead of an answer carries no
     // request, so it counts as unmatched.
@@ -91,6 +91,24 @@ pub async fn http_metrics<B: MessageBody + 'static>(
     requests.increment(1);
     duration.record(start.elapsed().as_secs_f64());
     result
+}
+
+/// A method's label: the standard ones by name, any other `other`, so nothing a client sends
+/// grows the number of series (CONTRACT §13).
+pub fn method_label(method: &actix_web::http::Method) -> &'static str {
+    use actix_web::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
 }
 
 /// Handles kept per worker thread once made: the most this keeps of them.
@@ -145,6 +163,18 @@ fn describe_metrics() {
         "Time to answer an HTTP request, by route pattern and method."
     );
     describe_gauge!("payroll_actors_alive", "Actors running, by kind.");
+    describe_gauge!(
+        "payroll_database_up",
+        "1 while the database answers and takes writes, 0 while it is unreachable or refuses writes."
+    );
+    describe_gauge!(
+        "payroll_email_transport_up",
+        "1 while the mailer reaches its mail server (or writes its outbox folder), 0 since a try failed for lack of it."
+    );
+    describe_counter!(
+        "payroll_audit_dropped_total",
+        "Refusals without a usable key not stored in the audit log (beyond audit.unauthenticated_per_second from one peer)."
+    );
     describe_gauge!(
         "payroll_actor_mailbox_depth",
         "Messages sent to actors of this kind and not yet picked up."

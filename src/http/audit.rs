@@ -10,9 +10,23 @@ pub struct RequestFacts {
     pub request_id: String,
     pub api_key_id: Option<String>,
     pub method: String,
+    /// The path as stored: cut to `audit.path_max_chars` ([`stored_path`]).
     pub path: String,
+    /// The path was longer and is stored cut (`details.path_truncated`).
+    pub path_truncated: bool,
     pub operation: Option<&'static str>,
     pub idempotency_key: Option<String>,
+    /// The peer's address (not stored): refusals without a key are limited per address.
+    pub peer: Option<std::net::IpAddr>,
+}
+
+/// A path as an audit entry stores it: at most `max_chars` characters, and whether it was cut
+/// (a client cannot fill the disk with one request's path).
+pub fn stored_path(path: &str, max_chars: usize) -> (String, bool) {
+    match path.char_indices().nth(max_chars) {
+        Some((end, _)) => (path[..end].to_owned(), true),
+        None => (path.to_owned(), false),
+    }
 }
 
 /// An entry of an API request.
@@ -36,7 +50,47 @@ pub fn request_entry(
         resource_id: record.map(|r| r.resource_id.clone()),
         status_code: Some(i32::from(status)),
         idempotency_key: facts.idempotency_key.clone(),
-        details: record.map(|r| r.details.clone()).unwrap_or(details),
+        details: truncation_noted(
+            record.map(|r| r.details.clone()).unwrap_or(details),
+            facts.path_truncated,
+        ),
+    }
+}
+
+/// `details` with `path_truncated: true` when the stored path was cut.
+fn truncation_noted(mut details: Value, truncated: bool) -> Value {
+    if truncated {
+        match details.as_object_mut() {
+            Some(object) => {
+                object.insert("path_truncated".into(), Value::Bool(true));
+            }
+            None => details = serde_json::json!({"path_truncated": true, "details": details}),
+        }
+    }
+    details
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_paths_are_stored_cut_and_say_so() {
+        assert_eq!(
+            stored_path("/api/v1/x", 512),
+            ("/api/v1/x".to_owned(), false)
+        );
+        let long = format!("/api/v1/{}", "é".repeat(600));
+        let (cut, truncated) = stored_path(&long, 512);
+        assert!(truncated);
+        assert_eq!(cut.chars().count(), 512);
+        let facts = RequestFacts {
+            path: cut,
+            path_truncated: true,
+            ..RequestFacts::default()
+        };
+        let entry = request_entry(&facts, 404, None, serde_json::json!({}));
+        assert_eq!(entry.details["path_truncated"], true);
     }
 }
 

@@ -113,10 +113,14 @@ async fn gate_request<B: MessageBody + 'static>(
     };
     let api_path = if api_path.is_empty() { "/" } else { api_path };
 
+    let (stored_path, path_truncated) =
+        audit::stored_path(&path, state.settings.audit.path_max_chars);
     let mut facts = RequestFacts {
         request_id: request_id.clone(),
         method: req.method().to_string(),
-        path: path.clone(),
+        path: stored_path,
+        path_truncated,
+        peer: req.peer_addr().map(|a| a.ip()),
         // Recorded for refusals too, when it is well-formed.
         idempotency_key: req
             .headers()
@@ -270,6 +274,16 @@ async fn after(
 ) {
     if let Some(claim) = claim.filter(|_| !(200..300).contains(&status)) {
         release(state, claim).await;
+    }
+    // Refusals of requests without a usable key are stored up to
+    // `audit.unauthenticated_per_second` per peer address and counted beyond it, so nobody
+    // fills the audit log (and the disk) from outside; a key's requests are always recorded.
+    if facts.api_key_id.is_none()
+        && let Some(peer) = facts.peer
+        && state.unauthenticated_audit.check_key(&peer).is_err()
+    {
+        metrics::counter!("payroll_audit_dropped_total").increment(1);
+        return;
     }
     state
         .audit

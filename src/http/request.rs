@@ -207,13 +207,17 @@ impl RequestInfo {
 impl RequestInfo {
     /// The audit facts of this request.
     pub fn audit_facts(&self, method: &str, path: &str) -> crate::http::audit::RequestFacts {
+        let (path, path_truncated) =
+            crate::http::audit::stored_path(path, self.state().settings.audit.path_max_chars);
         crate::http::audit::RequestFacts {
             request_id: self.request_id.clone(),
             api_key_id: self.caller.as_ref().map(|c| c.key_id.clone()),
             method: method.to_owned(),
-            path: path.to_owned(),
+            path,
+            path_truncated,
             operation: Some(self.route.operation),
             idempotency_key: self.claim.as_ref().map(|c| c.key.clone()),
+            peer: None,
         }
     }
 

@@ -80,3 +80,86 @@ async fn admin_commands_are_audited_as_admin() {
     assert_eq!(entries[0]["actor_type"], "ADMIN");
     assert_eq!(entries[0]["resource_id"], app.key_id.as_str());
 }
+
+/// The audit log cannot be used to fill the disk (CONTRACT §12, §13): a path is stored cut to
+/// `audit.path_max_chars` with `path_truncated: true`; refusals without a key are stored up to
+/// `audit.unauthenticated_per_second` per peer and counted beyond; a key's requests are always
+/// recorded, however many.
+#[actix_web::test]
+async fn long_paths_are_cut_and_refusals_without_a_key_are_limited_per_peer() {
+    use payroll_entities::audit_entry;
+    use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+    let app = crate::helpers::spawn_app_with(|s| s.audit.unauthenticated_per_second = 20).await;
+    let db = app.db().await;
+    let long = format!("/api/v1/{}", "a".repeat(20_000));
+    let res = app.send("GET", &long, None, None, None, &[]).await;
+    assert_eq!(res.status, 404, "{}", res.text);
+    let request_id = res.json["request_id"].as_str().expect("id").to_owned();
+    let stored = wait_for_entry(&db, &request_id).await;
+    assert_eq!(stored.path.as_deref().map(str::len), Some(512));
+    assert_eq!(stored.details["path_truncated"], true);
+
+    // 200 refusals without a key, at once, from one address: about 20 stored.
+    let started = std::time::Instant::now();
+    let mut refused = Vec::new();
+    for _ in 0..200 {
+        let res = app
+            .send("GET", "/api/v1/employees", None, None, None, &[])
+            .await;
+        assert_eq!(res.status, 401);
+        refused.push(res.json["request_id"].as_str().expect("id").to_owned());
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    // 200 requests with a key, refused too (no such employee): every one stored.
+    let mut keyed = Vec::new();
+    for _ in 0..200 {
+        let res = app
+            .get("/api/v1/employees/emp_01ARZ3NDEKTSV4RRFFQ69G5FAV")
+            .await;
+        assert_eq!(res.status, 404);
+        keyed.push(res.json["request_id"].as_str().expect("id").to_owned());
+    }
+    let flushed = app.get("/api/v1/audit-log?limit=1").await;
+    assert_eq!(flushed.status, 200);
+    let count = |ids: Vec<String>| {
+        let db = db.clone();
+        async move {
+            audit_entry::Entity::find()
+                .filter(audit_entry::Column::RequestId.is_in(ids))
+                .count(&db.conn)
+                .await
+                .expect("count")
+        }
+    };
+    let stored_refusals = count(refused).await;
+    let allowed = 20.0 + 20.0 * seconds + 1.0;
+    assert!(
+        (stored_refusals as f64) <= allowed && stored_refusals >= 20,
+        "{stored_refusals} refusals stored in {seconds:.2} s"
+    );
+    assert_eq!(count(keyed).await, 200);
+}
+
+async fn wait_for_entry(
+    db: &payroll_entities::db::Db,
+    request_id: &str,
+) -> payroll_entities::audit_entry::Model {
+    use payroll_entities::audit_entry;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        if let Some(entry) = audit_entry::Entity::find()
+            .filter(audit_entry::Column::RequestId.eq(request_id))
+            .one(&db.conn)
+            .await
+            .expect("entry")
+        {
+            return entry;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no entry for {request_id}"
+        );
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

@@ -350,3 +350,66 @@ async fn metrics_need_no_key_and_count_refusals_by_pattern() {
     );
     assert!(!text.contains("run_unknown"));
 }
+
+/// Label values come from closed sets (CONTRACT §13): a thousand requests with made-up methods
+/// (and paths no route has) leave the number of series as it was. The service runs as a
+/// process of its own, so its series are its own.
+#[actix_web::test]
+async fn made_up_methods_and_paths_grow_no_series() {
+    let setup = crate::process::Setup::on_database(None).await;
+    let server = setup.start(1).await;
+    let client = awc::Client::default();
+    let series = || async {
+        let mut res = client
+            .get(format!("{}/metrics", server.base))
+            .send()
+            .await
+            .expect("metrics");
+        let body = res.body().limit(64 << 20).await.expect("body");
+        let text = String::from_utf8_lossy(&body).into_owned();
+        let names: std::collections::BTreeSet<String> = text
+            .lines()
+            // Requests' series; the actors' (message types, a closed set of their own) may
+            // gain one as the audit writer's batches fill.
+            .filter(|l| l.starts_with("payroll_http_"))
+            .filter_map(|l| l.rsplit_once(' ').map(|(name, _)| name.to_owned()))
+            .collect();
+        (names, text.len())
+    };
+    let made_up = |i: usize| {
+        let method = format!("X{}Y", ulid::Ulid::new().to_string().to_uppercase());
+        let path = if i % 2 == 0 {
+            "/healthz".to_owned()
+        } else {
+            format!("/api/v1/nowhere-{i}")
+        };
+        (method, path)
+    };
+    // The first ones make the `other` and `unmatched` series.
+    for i in 0..4 {
+        let (method, path) = made_up(i);
+        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
+        let _ = client
+            .request(method, format!("{}{path}", server.base))
+            .send()
+            .await;
+    }
+    // A scrape is counted once it is answered: the next shows the series of scrapes.
+    series().await;
+    let (before, bytes_before) = series().await;
+    for i in 0..1000 {
+        let (method, path) = made_up(i);
+        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
+        let _ = client
+            .request(method, format!("{}{path}", server.base))
+            .send()
+            .await;
+    }
+    let (after, bytes_after) = series().await;
+    let grown: Vec<&String> = after.difference(&before).collect();
+    assert!(grown.is_empty(), "new series: {grown:#?}");
+    assert!(
+        bytes_after < bytes_before + 4096,
+        "{bytes_before} → {bytes_after} bytes"
+    );
+}
