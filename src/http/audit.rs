@@ -4,6 +4,8 @@
 use payroll_entities::{ActorType, audit_entry, ids, time};
 use serde_json::Value;
 
+pub use payroll_actors::audit::{AuditRecord, actor_entry, insert};
+
 /// The facts of one API request an entry records.
 #[derive(Debug, Clone, Default)]
 pub struct RequestFacts {
@@ -93,5 +95,3 @@ mod tests {
         assert_eq!(entry.details["path_truncated"], true);
     }
 }
-
-pub use payroll_actors::audit::{AuditRecord, actor_entry, insert};
