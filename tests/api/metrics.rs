@@ -378,7 +378,7 @@ async fn made_up_methods_and_paths_grow_no_series() {
     };
     let made_up = |i: usize| {
         let method = format!("X{}Y", ulid::Ulid::new().to_string().to_uppercase());
-        let path = if i % 2 == 0 {
+        let path = if i.is_multiple_of(2) {
             "/healthz".to_owned()
         } else {
             format!("/api/v1/nowhere-{i}")
