@@ -71,6 +71,10 @@ pub fn new_key(
 ) -> (api_key::Model, String) {
     let plaintext = auth::generate_key();
     let id = ids::new_id(ids::IdKind::ApiKey);
+    // A sorted set: one spelling of each set of scopes.
+    let mut scopes = scopes.to_vec();
+    scopes.sort();
+    scopes.dedup();
     let model = api_key::Model {
         lineage_id: predecessor.map_or_else(|| id.clone(), |p| p.lineage_id.clone()),
         rotated_from: predecessor.map(|p| p.id.clone()),

@@ -3,7 +3,10 @@
 use actix_web::{HttpResponse, http::StatusCode};
 use chrono::Duration;
 use payroll_entities::{api_key, ids, time};
-use sea_orm::{ActiveModelTrait, ActiveValue::Set, EntityTrait, IntoActiveModel, QueryOrder};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter,
+    QueryOrder, QuerySelect,
+};
 use serde::Deserialize;
 use serde_json::json;
 use utoipa::ToSchema;
@@ -40,6 +43,21 @@ pub struct CreateApiKeyRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EmptyRequest {}
+
+/// 403 naming the scopes of `scopes` the caller lacks, if any.
+fn holds_every_scope(req: &ApiRequest, scopes: &[String]) -> Result<(), ApiError> {
+    let caller = req.caller()?;
+    let beyond: Vec<&str> = scopes
+        .iter()
+        .filter(|s| !auth::may_delegate(&caller.scopes, s))
+        .map(String::as_str)
+        .collect();
+    if beyond.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::insufficient_scope(&beyond, &caller.scopes))
+    }
+}
 
 async fn find_key(req: &ApiRequest, id: &str) -> Result<api_key::Model, ApiError> {
     find_resource::<api_key::Entity, _>(
@@ -204,17 +222,9 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .hint("Create a new key with POST /api/v1/api-keys instead."));
     }
     let scopes = auth::parse_scope_list(&old.scopes);
-    let caller = req.caller()?;
-    let beyond: Vec<&str> = scopes
-        .iter()
-        .filter(|s| !auth::may_delegate(&caller.scopes, s))
-        .map(String::as_str)
-        .collect();
-    if !beyond.is_empty() {
-        return Err(ApiError::insufficient_scope(&beyond, &caller.scopes).hint(
-            "Rotating a key issues a new key with its scopes; only a key holding all of them may rotate it.",
-        ));
-    }
+    holds_every_scope(&req, &scopes).map_err(|e| {
+        e.hint("Rotating a key issues a new key with its scopes; only a key holding all of them may rotate it.")
+    })?;
     let state = req.state();
     let (model, plaintext) = keys::new_key(
         state.pepper.expose().as_bytes(),
@@ -225,6 +235,23 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     );
     let grace_end = now + Duration::seconds(state.settings.auth.rotation_grace_seconds as i64);
     let tx = state.db.begin_write().await?;
+    // One successor a key: the old key's row is locked, then its successor looked for, so two
+    // rotations at once make one key and a 409.
+    api_key::Entity::find_by_id(old.id.clone())
+        .lock_exclusive()
+        .one(&*tx)
+        .await?;
+    if let Some(successor) = api_key::Entity::find()
+        .filter(api_key::Column::RotatedFrom.eq(old.id.as_str()))
+        .one(&*tx)
+        .await?
+    {
+        return Err(ApiError::new(
+            crate::http::error::ErrorCode::KeyAlreadyRotated,
+            format!("Key {} was rotated already, to {}.", old.id, successor.id),
+        )
+        .detail("successor_key_id", successor.id));
+    }
     api_key::Entity::insert(model.clone().into_active_model())
         .exec_without_returning(&*tx)
         .await?;
@@ -261,6 +288,12 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let key = find_key(&req, req.param("key_id")).await?;
+    // Revoking, like rotating, needs every scope of the target; a key may always revoke itself.
+    if req.caller()?.key_id != key.id {
+        holds_every_scope(&req, &auth::parse_scope_list(&key.scopes)).map_err(|e| {
+            e.hint("Revoking a key needs every scope it holds; a key holding all of them (or the key itself) may revoke it.")
+        })?;
+    }
     let now = time::now();
     let tx = req.state().db.begin_write().await?;
     let hash = key.key_hash.clone();

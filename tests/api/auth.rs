@@ -196,7 +196,7 @@ async fn rotated_keys_work_through_their_grace_then_expire() {
         .await;
     assert_eq!(res.status, 201, "{}", res.text);
     assert_eq!(res.data()["rotated_from"], old_id.as_str());
-    assert_eq!(res.data()["scopes"], json!(["payroll:read", "keys:manage"]));
+    assert_eq!(res.data()["scopes"], json!(["keys:manage", "payroll:read"]));
     let new = res.data()["key"].as_str().expect("plaintext").to_owned();
     assert_ne!(new, old);
     assert_eq!(app.get_as(&old, "/api/v1/payroll-runs").await.status, 200);
@@ -302,4 +302,107 @@ async fn any_key_reads_itself_without_its_secret() {
         .send("GET", "/api/v1/api-keys/current", None, None, None, &[])
         .await;
     assert_eq!(res.status, 401);
+}
+
+/// Revoking needs what rotating needs (CONTRACT §2): every scope of the target key, unless a
+/// key revokes itself.
+#[actix_web::test]
+async fn revoking_needs_every_scope_of_the_revoked_key() {
+    let app = spawn_app().await;
+    let (manager, manager_id) = app.key_with(&["keys:manage", "payroll:read"]).await;
+    let res = app
+        .send(
+            "DELETE",
+            &format!("/api/v1/api-keys/{}", app.key_id),
+            Some(&manager),
+            Some(&crate::helpers::new_key()),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(res.status, 403, "{}", res.text);
+    assert_eq!(res.code(), "INSUFFICIENT_SCOPE");
+    // The admin key still works: nothing was revoked.
+    assert_eq!(app.get("/api/v1/payroll-runs").await.status, 200);
+    // A key with every scope of the target may; a key may always revoke itself.
+    let (reader, reader_id) = app.key_with(&["payroll:read"]).await;
+    let res = app
+        .send(
+            "DELETE",
+            &format!("/api/v1/api-keys/{reader_id}"),
+            Some(&manager),
+            Some(&crate::helpers::new_key()),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(
+        app.get_as(&reader, "/api/v1/payroll-runs").await.status,
+        401
+    );
+    let res = app
+        .send(
+            "DELETE",
+            &format!("/api/v1/api-keys/{manager_id}"),
+            Some(&manager),
+            Some(&crate::helpers::new_key()),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["status"], "REVOKED");
+}
+
+/// A key is rotated once: a second rotation (one after another, or two at once) is 409
+/// `KEY_ALREADY_ROTATED` naming the successor, and mints nothing. Scopes are a sorted set.
+#[actix_web::test]
+async fn a_key_is_rotated_once_and_scopes_are_a_sorted_set() {
+    let app = spawn_app().await;
+    let res = app
+        .post(
+            "/api/v1/api-keys",
+            json!({"name": "agent", "scopes": ["payroll:read", "employees:read", "payroll:read"]}),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.text);
+    assert_eq!(
+        res.data()["scopes"],
+        json!(["employees:read", "payroll:read"])
+    );
+    let key_id = res.data()["id"].as_str().expect("id").to_owned();
+    let path = format!("/api/v1/api-keys/{key_id}/rotate");
+    let first = app.post(&path, json!({})).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    let again = app.post(&path, json!({})).await;
+    assert_eq!(again.status, 409, "{}", again.text);
+    assert_eq!(again.code(), "KEY_ALREADY_ROTATED");
+    assert_eq!(
+        again.json["error"]["details"]["successor_key_id"],
+        first.data()["id"]
+    );
+    // Two rotations of a fresh key at once: one key, one 409.
+    let res = app
+        .post(
+            "/api/v1/api-keys",
+            json!({"name": "twice", "scopes": ["payroll:read"]}),
+        )
+        .await;
+    let fresh = res.data()["id"].as_str().expect("id").to_owned();
+    let path = format!("/api/v1/api-keys/{fresh}/rotate");
+    let (a, b) =
+        futures_util::future::join(app.post(&path, json!({})), app.post(&path, json!({}))).await;
+    let mut statuses = vec![a.status.as_u16(), b.status.as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, vec![201, 409], "{} / {}", a.text, b.text);
+    let keys = app.get("/api/v1/api-keys?limit=200").await;
+    let successors = keys
+        .data()
+        .as_array()
+        .expect("keys")
+        .iter()
+        .filter(|k| k["rotated_from"] == fresh.as_str())
+        .count();
+    assert_eq!(successors, 1);
 }
