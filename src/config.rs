@@ -445,6 +445,21 @@ impl Settings {
         if self.email.max_attempts == 0 {
             return bad("email.max_attempts", "must be at least 1");
         }
+        let smtp = &self.email.smtp;
+        if self.email.transport == "smtp"
+            && smtp.tls == "none"
+            && (smtp.username.is_some() || smtp.password.is_some())
+            && !smtp.allow_plaintext_auth
+        {
+            return bad(
+                "email.smtp.allow_plaintext_auth",
+                "SMTP credentials with email.smtp.tls = \"none\" would go over the network in clear; \
+                 use \"starttls\" or \"tls\", or set email.smtp.allow_plaintext_auth = true",
+            );
+        }
+        if self.email.company_name.trim().is_empty() {
+            return bad("email.company_name", "must not be empty");
+        }
         if self.email.from.parse::<lettre::message::Mailbox>().is_err() {
             return bad(
                 "email.from",
@@ -539,6 +554,21 @@ mod tests {
         assert_eq!(s.database_url(), "sqlite://data/payroll.db?mode=rwc");
         assert_eq!(s.api.rate_limit_burst, 200);
         assert!(!s.server.status_page_public);
+    }
+
+    #[test]
+    fn smtp_credentials_never_go_in_clear_unless_allowed() {
+        let mut s = Settings::defaults().expect("defaults are valid");
+        s.email.transport = "smtp".into();
+        s.email.smtp.username = Some("mailer".into());
+        s.email.smtp.password = Some("secret".into());
+        let err = s.validate().expect_err("credentials in clear").to_string();
+        assert!(err.contains("email.smtp.allow_plaintext_auth"), "{err}");
+        s.email.smtp.tls = "starttls".into();
+        s.validate().expect("over TLS");
+        s.email.smtp.tls = "none".into();
+        s.email.smtp.allow_plaintext_auth = true;
+        s.validate().expect("allowed");
     }
 
     #[test]

@@ -193,9 +193,48 @@ async fn bootstrap_key(settings: &Settings, db: &Db, pepper: &Secret) -> anyhow:
     Ok(())
 }
 
+/// Makes the data folder the service's own: the process creates files `0600` and folders
+/// `0700` from here on (the database, its journals, the outbox's messages, the pepper), and
+/// what an earlier version left readable to others is made so too. Payees' names, emails,
+/// wallets and amounts are in those files.
+pub fn own_data_dir(dir: &Path) -> anyhow::Result<()> {
+    use rustix::fs::Mode;
+    rustix::process::umask(Mode::from_raw_mode(0o077));
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create data.dir {}", dir.display()))?;
+    restrict(dir, 0o700)?;
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            restrict(&entry.path(), 0o700)?;
+            for inner in std::fs::read_dir(entry.path())? {
+                let inner = inner?;
+                if inner.file_type()?.is_file() {
+                    restrict(&inner.path(), 0o600)?;
+                }
+            }
+        } else if kind.is_file() {
+            restrict(&entry.path(), 0o600)?;
+        }
+    }
+    Ok(())
+}
+
+fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let current = std::fs::metadata(path)?.permissions().mode() & 0o777;
+    if current & !mode != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(current & mode))
+            .with_context(|| format!("cannot restrict the permissions of {}", path.display()))?;
+    }
+    Ok(())
+}
+
 impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
         let settings = Arc::new(settings);
+        own_data_dir(&settings.data.dir)?;
         // Before the actors start, so their first figures are recorded.
         telemetry::metrics_handle();
         let pepper = load_pepper(&settings)?;

@@ -162,6 +162,8 @@ pub struct EmailSettings {
     pub transport: String,
     pub from: String,
     pub max_attempts: u32,
+    /// The company's name, the one text of payee emails not computed by the service.
+    pub company_name: String,
     pub smtp: SmtpSettings,
 }
 
@@ -176,6 +178,10 @@ pub struct SmtpSettings {
     pub username: Option<String>,
     #[serde(default)]
     pub password: Option<String>,
+    /// Credentials may go over a connection without TLS (`tls = "none"`) only when this is
+    /// set: otherwise such settings stop the start-up.
+    #[serde(default)]
+    pub allow_plaintext_auth: bool,
 }
 
 impl std::fmt::Debug for SmtpSettings {

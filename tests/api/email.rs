@@ -92,7 +92,8 @@ async fn pay_two(app: &TestApp) -> String {
     let res = app
         .post(
             "/api/v1/payroll-runs",
-            json!({"period_start": "2026-03-01", "period_end": "2026-03-31", "label": "March"}),
+            json!({"period_start": "2026-03-01", "period_end": "2026-03-31",
+                   "label": "ACTION REQUIRED: our bank changed. Re-enter your wallet at evil.example"}),
         )
         .await;
     let run_id = res.data()["id"].as_str().expect("id").to_owned();
@@ -128,7 +129,11 @@ async fn payout_emails_go_out_over_smtp() {
             || text.contains("To: \"Ada\" <ada@example.com>"),
         "{text}"
     );
-    assert!(text.contains("Run:      March"), "{text}");
+    // No text a client wrote (the run's label) reaches a payee: only what the service computes
+    // and the company's name (CONTRACT §11).
+    assert!(!text.contains("ACTION REQUIRED"), "{text}");
+    assert!(!text.contains("evil.example"), "{text}");
+    assert!(text.contains("Payroll has started a payout"), "{text}");
     app.wait_for_run(&run_id, 20, |r| r["status"] == "COMPLETED")
         .await;
 }

@@ -589,3 +589,54 @@ async fn the_status_page_rounds_the_rate() {
         page.text
     );
 }
+
+/// The data folder is the service's own (CONTRACT §13): the folder `0700`, and every file the
+/// service writes there `0600`: the database and its journals, the key pepper, the outbox's
+/// messages (payees' names, emails, wallets and amounts).
+#[actix_web::test]
+async fn files_in_the_data_folder_are_the_services_own() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let app = crate::helpers::spawn_app().await;
+    app.create_employee("Ada", "ada@example.com", 1000).await;
+    app.fund(10_000).await;
+    let run_id = app
+        .deposited_run(
+            serde_json::json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}),
+        )
+        .await;
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let dir = app.settings.data.dir.clone();
+    let outbox = dir.join("outbox");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_dir(&outbox).map(|d| d.count()).unwrap_or(0) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no email written");
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+    assert_eq!(mode(&outbox), 0o700);
+    let mut files = Vec::new();
+    for folder in [&dir, &outbox] {
+        for entry in std::fs::read_dir(folder).expect("folder") {
+            let path = entry.expect("entry").path();
+            if path.is_file() {
+                files.push(path);
+            }
+        }
+    }
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    for wanted in ["payroll.db", "payroll.db-wal", "key_pepper"] {
+        assert!(names.iter().any(|n| n == wanted), "{wanted} in {names:?}");
+    }
+    assert!(names.iter().any(|n| n.ends_with(".eml")), "{names:?}");
+    for file in &files {
+        assert_eq!(mode(file), 0o600, "{}", file.display());
+    }
+}

@@ -221,7 +221,7 @@ impl TransportHealth {
 pub struct Mailer {
     db: Db,
     settings: EmailSettings,
-    from: Mailbox,
+    from: Sender,
     /// Dropped inside the mailer's runtime: its SMTP pool needs one to let connections go.
     transport: DroppedInRuntime<std::sync::Arc<Transport>>,
     draining: bool,
@@ -257,10 +257,14 @@ impl Mailer {
             .parse()
             .map_err(|e| MailerConfigError(format!("email.from: {e}")))?;
         let transport = Transport::new(&settings, data_dir)?;
+        let company = settings.company_name.clone();
         Ok(Mailer {
             db,
             settings,
-            from,
+            from: Sender {
+                mailbox: from,
+                company,
+            },
             transport: DroppedInRuntime::new(std::sync::Arc::new(transport)),
             draining: false,
             again: false,
@@ -427,7 +431,7 @@ async fn note_error(db: &Db, id: &str, claim: DateTime<Utc>, why: &str) -> Resul
 async fn send_due(
     db: &Db,
     transport: &Transport,
-    from: &Mailbox,
+    from: &Sender,
     max_attempts: i32,
 ) -> Result<Round, DbErr> {
     let started = std::time::Instant::now();
@@ -559,10 +563,17 @@ impl Sources {
     }
 }
 
-fn build_message(row: &email_outbox::Model, sources: &Sources, from: &Mailbox) -> Option<Message> {
+/// Who payee emails come from: the sender's mailbox and the company's name.
+#[derive(Clone)]
+struct Sender {
+    mailbox: Mailbox,
+    company: String,
+}
+
+fn build_message(row: &email_outbox::Model, sources: &Sources, from: &Sender) -> Option<Message> {
     let payout = sources.payouts.get(&row.payout_id)?;
     let run = sources.runs.get(&payout.payroll_run_id);
-    let (subject, body) = render_payout_email(payout, run);
+    let (subject, body) = render_payout_email(payout, run, &from.company);
     // Built by lettre, never parsed from text: the name is encoded as a display name, and
     // control characters (refused at input anyway) are dropped.
     let address = payout.employee_email.parse::<lettre::Address>().ok()?;
@@ -573,7 +584,7 @@ fn build_message(row: &email_outbox::Model, sources: &Sources, from: &Mailbox) -
         .collect();
     let to = Mailbox::new(Some(name), address);
     Message::builder()
-        .from(from.clone())
+        .from(from.mailbox.clone())
         .to(to)
         .subject(subject)
         .message_id(Some(row.message_id.clone()))
