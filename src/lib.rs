@@ -11,4 +11,5 @@ pub mod sqlite_lock;
 pub mod startup;
 pub mod state;
 pub mod telemetry;
+pub mod text_out;
 pub mod wallet;

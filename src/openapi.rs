@@ -209,6 +209,7 @@ fn date_input(nullable: bool) -> Value {
             {"format": "date"},
             {"pattern": crate::http::dates::LOCAL_DATE_TIME_PATTERN}
         ],
+        "not": {"pattern": "^0000-"},
         "description": "An ISO 8601 date-time (2026-03-01T00:00:00Z; without an offset it is UTC) or a plain date (2026-03-01)."
     })
 }
@@ -260,6 +261,11 @@ fn constrain(schemas: &mut Value, schema: &str, property: &str, extra: Value) {
         }
         target.extend(extra);
     }
+}
+
+/// Free text of at most `max` characters, none of them refused (CONTRACT §1).
+fn free_text(max: usize) -> Value {
+    json!({"maxLength": max, "pattern": crate::http::body::TEXT_PATTERN})
 }
 
 /// What the request validators enforce beyond the types, stated in the request schemas from
@@ -324,13 +330,13 @@ fn request_constraints(schemas: &mut Value) {
         schemas,
         "CreateRunRequest",
         "label",
-        json!({"maxLength": runs::create::LABEL_MAX}),
+        free_text(runs::create::LABEL_MAX),
     );
     constrain(
         schemas,
         "CreateRunRequest",
         "note",
-        json!({"maxLength": runs::create::NOTE_MAX}),
+        free_text(runs::create::NOTE_MAX),
     );
     constrain(
         schemas,
@@ -343,7 +349,7 @@ fn request_constraints(schemas: &mut Value) {
         schemas,
         "RunItem",
         "note",
-        json!({"maxLength": runs::create::ITEM_NOTE_MAX}),
+        free_text(runs::create::ITEM_NOTE_MAX),
     );
     // Regular runs take employee_ids and no items; the others take items and no employee_ids.
     if let Some(run) = schemas.get_mut("CreateRunRequest") {
@@ -355,7 +361,7 @@ fn request_constraints(schemas: &mut Value) {
         schemas,
         "CreateTransferRequest",
         "note",
-        json!({"maxLength": treasury::NOTE_MAX}),
+        free_text(treasury::NOTE_MAX),
     );
     constrain(
         schemas,
@@ -368,7 +374,7 @@ fn request_constraints(schemas: &mut Value) {
         schemas,
         "CreateWebhookRequest",
         "description",
-        json!({"maxLength": webhooks::DESCRIPTION_MAX}),
+        free_text(webhooks::DESCRIPTION_MAX),
     );
     constrain(
         schemas,
@@ -382,6 +388,8 @@ fn request_constraints(schemas: &mut Value) {
         "on_chain_tx_hash",
         json!({"pattern": "\\S"}),
     );
+    constrain(schemas, "ResolvePayoutRequest", "note", free_text(1000));
+    constrain(schemas, "CancelRunRequest", "reason", free_text(1000));
     // A transaction hash only with outcome completed.
     if let Some(resolve) = schemas.get_mut("ResolvePayoutRequest") {
         resolve["if"] =

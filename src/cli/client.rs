@@ -507,12 +507,12 @@ fn heading(key: &str) -> String {
 fn cell(key: &str, value: &Value) -> String {
     match value {
         Value::Null => String::new(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => crate::text_out::for_terminal(s).into_owned(),
         Value::Number(n) if key.ends_with("_usd_cents") || key.ends_with("_usdc_cents") => n
             .as_i64()
             .map(|c| payroll_entities::Cents(c).display_usd())
             .unwrap_or_else(|| n.to_string()),
-        other => other.to_string(),
+        other => crate::text_out::for_terminal(&other.to_string()).into_owned(),
     }
 }
 
@@ -636,7 +636,7 @@ fn render_table(data: &Value) -> String {
                 .map(|(k, v)| format!("{:<width$}  {}\n", heading(k), cell(k, v)))
                 .collect()
         }
-        other => format!("{other}\n"),
+        other => format!("{}\n", crate::text_out::for_terminal(&other.to_string())),
     }
 }
 
@@ -656,7 +656,8 @@ fn render_csv(data: &Value) -> String {
             .iter()
             .map(|k| match &item[k.as_str()] {
                 Value::Null => String::new(),
-                Value::String(s) => s.clone(),
+                // As the server's CSV exports: never a formula to a spreadsheet.
+                Value::String(s) => crate::text_out::csv_cell(s).into_owned(),
                 other => other.to_string(),
             })
             .collect();

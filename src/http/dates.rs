@@ -43,6 +43,7 @@ impl DateInput {
 
     pub fn parse(raw: &str) -> Result<DateInput, String> {
         let raw = raw.trim();
+        four_digit_year(raw)?;
         if let Ok(day) = NaiveDate::parse_from_str(raw, "%Y-%m-%d") {
             return Ok(DateInput::Day(day));
         }
@@ -69,6 +70,22 @@ impl<'de> Deserialize<'de> for DateInput {
     }
 }
 
+/// Years are 0001–9999, four digits and no sign (CONTRACT §1): a wider year would compare
+/// wrongly as text (SQLite keeps timestamps as text) and is no payroll date anyway.
+fn four_digit_year(raw: &str) -> Result<(), String> {
+    let bytes = raw.as_bytes();
+    let four_digits =
+        bytes.len() >= 5 && bytes[..4].iter().all(u8::is_ascii_digit) && bytes[4] == b'-';
+    if four_digits && &raw[..4] != "0000" {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` is not a date of a year from 0001 to 9999 (four digits, no sign), such as 2026-03-01",
+            raw.chars().take(40).collect::<String>()
+        ))
+    }
+}
+
 /// Parses a date or date-time into an instant.
 pub fn parse_instant(raw: &str, edge: DayEdge) -> Result<DateTime<Utc>, String> {
     DateInput::parse(raw).map(|d| d.resolve(edge))
@@ -76,6 +93,7 @@ pub fn parse_instant(raw: &str, edge: DayEdge) -> Result<DateTime<Utc>, String> 
 
 /// A plain calendar date (`YYYY-MM-DD`), as employee contract dates are.
 pub fn parse_day(raw: &str) -> Result<NaiveDate, String> {
+    four_digit_year(raw.trim())?;
     NaiveDate::parse_from_str(raw.trim(), "%Y-%m-%d")
         .map_err(|_| format!("`{raw}` is not a date of the form 2026-03-01"))
 }
@@ -94,6 +112,24 @@ impl<'de> Deserialize<'de> for Day {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn years_are_four_digits_from_0001() {
+        assert!(DateInput::parse("2026-03-01").is_ok());
+        assert!(DateInput::parse("0001-01-01").is_ok());
+        assert!(DateInput::parse("9999-12-31T23:59:59Z").is_ok());
+        for bad in [
+            "+10001-01-01",
+            "10001-01-01",
+            "0000-01-01",
+            "-0001-01-01",
+            "+2026-03-01",
+            "226-03-01",
+        ] {
+            assert!(DateInput::parse(bad).is_err(), "{bad}");
+            assert!(parse_day(bad).is_err(), "{bad}");
+        }
+    }
     use payroll_entities::time::format;
 
     #[test]

@@ -107,11 +107,8 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             "name",
             format!("at most {NAME_MAX} characters"),
         ));
-    } else if name.contains(char::is_control) {
-        errors.push(FieldError::new(
-            "name",
-            "must not contain control characters (line breaks, tabs)",
-        ));
+    } else if let Some(problem) = crate::http::body::text_problem(&name) {
+        errors.push(FieldError::new("name", problem));
     }
     let scopes = body.scopes.unwrap_or_default();
     if scopes.is_empty() {

@@ -120,9 +120,7 @@ pub async fn resolve(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         )),
         _ => {}
     }
-    if body.note.as_ref().is_some_and(|n| n.chars().count() > 1000) {
-        checks.push(FieldError::new("note", "at most 1000 characters"));
-    }
+    crate::http::body::check_text(&mut checks, "note", body.note.as_deref(), 1000);
     merge_errors(&mut errors, checks);
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));

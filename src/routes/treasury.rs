@@ -177,16 +177,7 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
         Some(a) if a > MAX_MONEY_CENTS => checks.push(money_over_limit("amount_usd_cents")),
         Some(_) => {}
     }
-    if body
-        .note
-        .as_ref()
-        .is_some_and(|n| n.chars().count() > NOTE_MAX)
-    {
-        checks.push(FieldError::new(
-            "note",
-            format!("at most {NOTE_MAX} characters"),
-        ));
-    }
+    crate::http::body::check_text(&mut checks, "note", body.note.as_deref(), NOTE_MAX);
     merge_errors(&mut errors, checks);
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));

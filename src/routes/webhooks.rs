@@ -235,16 +235,12 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             }
         }
     }
-    if body
-        .description
-        .as_ref()
-        .is_some_and(|d| d.chars().count() > DESCRIPTION_MAX)
-    {
-        checks.push(FieldError::new(
-            "description",
-            format!("at most {DESCRIPTION_MAX} characters"),
-        ));
-    }
+    crate::http::body::check_text(
+        &mut checks,
+        "description",
+        body.description.as_deref(),
+        DESCRIPTION_MAX,
+    );
     let url = match &body.url {
         None => {
             checks.push(FieldError::new(

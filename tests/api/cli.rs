@@ -994,3 +994,42 @@ async fn tables_name_money_in_dollars() {
     assert!(table.contains("AMOUNT (USD)"), "{table}");
     assert!(!table.contains("USD_CENTS"), "{table}");
 }
+
+/// The CLI's CSV defuses formulas as the server's does, full-width forms too; its tables never
+/// write a control character to the terminal (an earlier version's data may hold one: written
+/// here straight into the database, as the API refuses it now).
+#[actix_web::test]
+async fn csv_output_defuses_formulas_and_tables_never_drive_the_terminal() {
+    let app = spawn_app().await;
+    let employee = app
+        .create_employee("＝HYPERLINK(\"http://evil\")", "formula@example.com", 100)
+        .await;
+    let out = payroll(&app, Some(&app.key), &["employees", "list", "-f", "csv"]).await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let csv = String::from_utf8_lossy(&out.stdout);
+    assert!(csv.contains("'＝HYPERLINK"), "{csv}");
+    let db = app.db().await;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+    payroll_entities::employee::Entity::update_many()
+        .col_expr(
+            payroll_entities::employee::Column::Name,
+            Expr::value("Eve\u{1b}[2J\u{1b}]0;pwned\u{7}\u{202e}"),
+        )
+        .filter(payroll_entities::employee::Column::Id.eq(employee["id"].as_str().expect("id")))
+        .exec(&db.conn)
+        .await
+        .expect("written");
+    for format in ["table", "csv"] {
+        let out = payroll(&app, Some(&app.key), &["employees", "list", "-f", format]).await;
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        if format == "table" {
+            assert!(
+                !out.stdout.iter().any(|b| *b == 0x1b || *b == 0x07),
+                "a control character reached the terminal: {:?}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            assert!(String::from_utf8_lossy(&out.stdout).contains("\\u{001b}"));
+            assert!(!String::from_utf8_lossy(&out.stdout).contains('\u{202e}'));
+        }
+    }
+}

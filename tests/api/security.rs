@@ -640,3 +640,99 @@ async fn files_in_the_data_folder_are_the_services_own() {
         assert_eq!(mode(file), 0o600, "{}", file.display());
     }
 }
+
+/// Years are 0001–9999 and free text refuses control characters, bidi controls and line
+/// separators (CONTRACT §1): `+10001-01-01` no longer slips past a regular run's overlap rule
+/// (it compared wrongly as text on SQLite), and ESC, NUL, U+202E or U+2028 reach no name,
+/// email, label, note or description.
+#[actix_web::test]
+async fn years_are_four_digits_and_text_holds_no_control_character() {
+    use serde_json::json;
+    let app = crate::helpers::spawn_app().await;
+    app.create_employee("Ada", "ada@example.com", 1000).await;
+    let res = app
+        .post(
+            "/api/v1/payroll-runs",
+            json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.text);
+    for (start, end) in [
+        ("+10001-01-01", "+10001-12-31"),
+        ("2026-03-05", "+10001-12-31"),
+        ("0000-01-01", "2026-12-31"),
+    ] {
+        let res = app
+            .post(
+                "/api/v1/payroll-runs",
+                json!({"period_start": start, "period_end": end}),
+            )
+            .await;
+        assert_eq!(res.status, 400, "{start}..{end}: {}", res.text);
+        assert!(
+            res.invalid_fields()
+                .iter()
+                .any(|f| f == "period_start" || f == "period_end"),
+            "{}",
+            res.text
+        );
+    }
+    let wallet = crate::helpers::evm_address("x@example.com");
+    let refused = [
+        ("\u{1b}[31m", "ESC"),
+        ("\u{0}", "NUL"),
+        ("\u{202e}", "bidi"),
+        ("\u{2028}", "line separator"),
+        ("\u{85}", "C1"),
+    ];
+    for (bad, what) in refused {
+        let cases = [
+            (
+                "/api/v1/employees",
+                json!({"name": format!("Eve{bad}"), "email": "eve@example.com", "salary_usd_cents": 1,
+                       "network": "BASE", "wallet_address": wallet}),
+                "name",
+            ),
+            (
+                "/api/v1/employees",
+                json!({"name": "Eve", "email": format!("eve{bad}@example.com"), "salary_usd_cents": 1,
+                       "network": "BASE", "wallet_address": wallet}),
+                "email",
+            ),
+            (
+                "/api/v1/payroll-runs",
+                json!({"period_start": "2026-05-01", "period_end": "2026-05-31", "label": format!("May{bad}")}),
+                "label",
+            ),
+            (
+                "/api/v1/payroll-runs",
+                json!({"period_start": "2026-05-01", "period_end": "2026-05-31", "note": format!("n{bad}")}),
+                "note",
+            ),
+            (
+                "/api/v1/treasury/transfers",
+                json!({"amount_usd_cents": 1, "note": format!("n{bad}")}),
+                "note",
+            ),
+            (
+                "/api/v1/webhooks",
+                json!({"url": "https://example.com/hook", "events": ["*"], "description": format!("d{bad}")}),
+                "description",
+            ),
+            (
+                "/api/v1/api-keys",
+                json!({"name": format!("k{bad}"), "scopes": ["payroll:read"]}),
+                "name",
+            ),
+        ];
+        for (path, body, field) in cases {
+            let res = app.post(path, body).await;
+            assert_eq!(res.status, 400, "{what} in {path} {field}: {}", res.text);
+            assert!(
+                res.invalid_fields().iter().any(|f| f == field),
+                "{what} in {path} {field}: {}",
+                res.text
+            );
+        }
+    }
+}

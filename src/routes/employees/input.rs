@@ -129,15 +129,14 @@ pub struct ImportResult {
 
 /// Most characters in an employee's name.
 pub const NAME_MAX: usize = 200;
-/// A name: something besides white space, and no control characters (it goes into email
-/// headers).
-pub const NAME_PATTERN: &str =
-    r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$";
+/// A name: something besides white space, and no control character, bidi control or line
+/// separator (it goes into email headers, CSV and terminals; [`crate::http::body::TEXT_PATTERN`]).
+pub const NAME_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]*[^\s\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069][^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]*$";
 /// Most characters in an email address.
 pub const EMAIL_MAX: usize = 254;
 /// What [`is_plausible_email`] takes: a local part, `@`, a domain with a dot inside it, no
-/// white space.
-pub const EMAIL_PATTERN: &str = r"^\s*[^@\s]+@[^@\s.][^@\s]*\.[^@\s]*[^@\s.]\s*$";
+/// white space, control character, bidi control or line separator.
+pub const EMAIL_PATTERN: &str = r"^\s*[^@\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]+@[^@\s.\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069][^@\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*\.[^@\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*[^@\s.\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]\s*$";
 
 pub fn is_plausible_email(email: &str) -> bool {
     let Some((local, domain)) = email.split_once('@') else {
@@ -148,6 +147,7 @@ pub fn is_plausible_email(email: &str) -> bool {
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && !email.contains(char::is_whitespace)
+        && !email.contains(crate::http::body::is_refused_in_text)
         && !domain.contains('@')
         && email.chars().count() <= EMAIL_MAX
 }
@@ -187,12 +187,10 @@ pub fn validate(
             field("name"),
             format!("at most {NAME_MAX} characters"),
         ));
-    } else if raw_name.contains(char::is_control) {
-        // A name goes into the payee's email headers: no line break may smuggle one in.
-        errors.push(FieldError::new(
-            field("name"),
-            "must not contain control characters (line breaks, tabs)",
-        ));
+    } else if let Some(problem) = crate::http::body::text_problem(raw_name) {
+        // A name goes into the payee's email headers, CSV files and terminals: no line break
+        // may smuggle a header in, no ESC drive a terminal, no bidi control hide what it says.
+        errors.push(FieldError::new(field("name"), problem));
     }
     let raw_email = input.email.as_deref().unwrap_or_default();
     let email = raw_email.trim();

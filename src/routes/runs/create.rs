@@ -62,11 +62,7 @@ pub const LABEL_MAX: usize = 200;
 pub const NOTE_MAX: usize = 2000;
 pub const ITEM_NOTE_MAX: usize = 500;
 
-pub fn check_len(errors: &mut Vec<FieldError>, field: &str, value: Option<&str>, max: usize) {
-    if value.is_some_and(|v| v.chars().count() > max) {
-        errors.push(FieldError::new(field, format!("at most {max} characters")));
-    }
-}
+pub use crate::http::body::check_text as check_len;
 
 /// The creation a request asks for, with what it commits; or every invalid field.
 pub fn create_run(req: &ApiRequest) -> Result<CreateRun, ApiError> {

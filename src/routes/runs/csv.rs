@@ -40,14 +40,7 @@ const CSV_HEADER: &[&str] = &[
     "updated_at",
 ];
 
-/// Free text as a CSV cell that a spreadsheet shows as text, never runs as a formula.
-fn text_cell(value: &str) -> std::borrow::Cow<'_, str> {
-    if value.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        std::borrow::Cow::Owned(format!("'{value}"))
-    } else {
-        std::borrow::Cow::Borrowed(value)
-    }
-}
+use crate::text_out::csv_cell as text_cell;
 
 fn csv_row(writer: &mut csv::Writer<Vec<u8>>, p: &payout::Model) -> Result<(), csv::Error> {
     let opt_ts = |t: &Option<DateTime<Utc>>| t.as_ref().map(time::format).unwrap_or_default();
