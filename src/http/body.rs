@@ -103,6 +103,44 @@ pub fn money_over_limit(field: impl Into<String>) -> FieldError {
     )
 }
 
+/// Free text a client writes (names, emails, labels, notes, descriptions) as JSON Schema
+/// states it: no control character (C0, DEL, C1), bidi control (U+202A–U+202E,
+/// U+2066–U+2069) or line/paragraph separator (U+2028, U+2029) anywhere (CONTRACT §1).
+pub const TEXT_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]*$";
+
+/// Whether a character is refused in free text ([`TEXT_PATTERN`]): such a character can end
+/// a header line, hide what a name says (bidi) or drive a terminal (ESC).
+pub fn is_refused_in_text(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// Why `value` is refused as free text, if it is.
+pub fn text_problem(value: &str) -> Option<String> {
+    let (at, c) = value
+        .chars()
+        .enumerate()
+        .find(|(_, c)| is_refused_in_text(*c))?;
+    Some(format!(
+        "must not contain control characters, bidi controls or line separators (U+{:04X} at character {})",
+        c as u32,
+        at + 1
+    ))
+}
+
+/// Checks optional free text: at most `max` characters, none refused ([`text_problem`]).
+pub fn check_text(errors: &mut Vec<FieldError>, field: &str, value: Option<&str>, max: usize) {
+    let Some(value) = value else { return };
+    if value.chars().count() > max {
+        errors.push(FieldError::new(field, format!("at most {max} characters")));
+    } else if let Some(problem) = text_problem(value) {
+        errors.push(FieldError::new(field, problem));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,43 +189,5 @@ mod tests {
     fn valid_bodies_parse() {
         let body: Body = parse_collecting(serde_json::json!({"name": "a"})).expect("valid");
         assert_eq!(body.name.as_deref(), Some("a"));
-    }
-}
-
-/// Free text a client writes (names, emails, labels, notes, descriptions) as JSON Schema
-/// states it: no control character (C0, DEL, C1), bidi control (U+202A–U+202E,
-/// U+2066–U+2069) or line/paragraph separator (U+2028, U+2029) anywhere (CONTRACT §1).
-pub const TEXT_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]*$";
-
-/// Whether a character is refused in free text ([`TEXT_PATTERN`]): such a character can end
-/// a header line, hide what a name says (bidi) or drive a terminal (ESC).
-pub fn is_refused_in_text(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
-        )
-}
-
-/// Why `value` is refused as free text, if it is.
-pub fn text_problem(value: &str) -> Option<String> {
-    let (at, c) = value
-        .chars()
-        .enumerate()
-        .find(|(_, c)| is_refused_in_text(*c))?;
-    Some(format!(
-        "must not contain control characters, bidi controls or line separators (U+{:04X} at character {})",
-        c as u32,
-        at + 1
-    ))
-}
-
-/// Checks optional free text: at most `max` characters, none refused ([`text_problem`]).
-pub fn check_text(errors: &mut Vec<FieldError>, field: &str, value: Option<&str>, max: usize) {
-    let Some(value) = value else { return };
-    if value.chars().count() > max {
-        errors.push(FieldError::new(field, format!("at most {max} characters")));
-    } else if let Some(problem) = text_problem(value) {
-        errors.push(FieldError::new(field, problem));
     }
 }
