@@ -163,3 +163,67 @@ async fn wait_for_entry(
         actix_web::rt::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// Every change of an employee's wallet or network, by any path, leaves its own entry with
+/// both addresses: an update and an import, never an import that leaves the wallet alone.
+#[actix_web::test]
+async fn wallet_changes_leave_their_own_entry_with_both_addresses() {
+    use crate::helpers::evm_address;
+    let app = crate::helpers::spawn_app().await;
+    let ada = app.create_employee("Ada", "ada@example.com", 1000).await;
+    let ada_id = ada["id"].as_str().expect("id").to_owned();
+    let first = evm_address("ada@example.com");
+    let second = evm_address("ada-new@example.com");
+    let res = app
+        .write_as(
+            &app.key,
+            "PATCH",
+            &format!("/api/v1/employees/{ada_id}"),
+            json!({"wallet_address": second}),
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    // An import that changes the wallet back, and one that changes nothing.
+    let third = evm_address("ada-third@example.com");
+    for wallet in [&third, &third] {
+        let res = app
+            .post(
+                "/api/v1/employees/import",
+                json!([{"name": "Ada", "email": "ada@example.com", "salary_usd_cents": 1000,
+                        "network": "BASE", "wallet_address": wallet}]),
+            )
+            .await;
+        assert_eq!(res.status, 200, "{}", res.text);
+    }
+    let res = app
+        .get("/api/v1/audit-log?action=EMPLOYEE_WALLET_CHANGED")
+        .await;
+    let entries = res.data().as_array().expect("list").clone();
+    assert_eq!(entries.len(), 2, "{}", res.text);
+    let mut seen: Vec<(String, String, String)> = entries
+        .iter()
+        .map(|e| {
+            assert_eq!(e["resource_id"], ada_id.as_str());
+            assert_eq!(e["api_key_id"], app.key_id.as_str());
+            (
+                e["details"]["via"].as_str().unwrap_or("").to_owned(),
+                e["details"]["wallet_address"]["before"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+                e["details"]["wallet_address"]["after"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            ("importEmployees".to_owned(), second.clone(), third.clone()),
+            ("updateEmployee".to_owned(), first.clone(), second.clone()),
+        ]
+    );
+}

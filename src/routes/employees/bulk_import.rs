@@ -1,10 +1,10 @@
 //! `POST /employees/import`: CSV or JSON rows, every row validated before anything is written,
 //! upserted by email.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use actix_web::{HttpResponse, http::StatusCode};
-use payroll_entities::{employee, time};
+use payroll_entities::{Network, employee, time};
 use sea_orm::{
     ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect, sea_query::OnConflict,
 };
@@ -208,19 +208,33 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 
     let now = time::now();
     let tx = req.state().db.begin_write().await?;
-    let existing: HashSet<String> = employee::Entity::find()
+    // Each employee already there, with the wallet it has: an import that changes one leaves
+    // an entry of its own with both addresses (`wallet_changes`).
+    let existing: HashMap<String, (String, Network, String)> = employee::Entity::find()
         .select_only()
         .column(employee::Column::EmailLower)
-        .into_tuple::<String>()
+        .column(employee::Column::Id)
+        .column(employee::Column::Network)
+        .column(employee::Column::WalletAddress)
+        .into_tuple::<(String, String, Network, String)>()
         .all(&*tx)
         .await?
         .into_iter()
+        .map(|(email, id, network, wallet)| (email, (id, network, wallet)))
         .collect();
     let total = valid_rows.len() as u64;
-    let updated = valid_rows
-        .iter()
-        .filter(|(v, _)| existing.contains(&v.email.to_lowercase()))
-        .count() as u64;
+    let mut updated = 0u64;
+    let mut wallet_changes = Vec::new();
+    for (valid, _) in &valid_rows {
+        if let Some((id, network, wallet)) = existing.get(&valid.email.to_lowercase()) {
+            updated += 1;
+            wallet_changes.extend(super::wallet_changes::WalletChange::of(
+                id,
+                (*network, wallet),
+                (valid.network, &valid.wallet_address),
+            ));
+        }
+    }
     // Grouped by which optional fields the rows name; converted to SQL a chunk at a time.
     let mut groups: HashMap<u8, Vec<employee::Model>> = HashMap::new();
     let mut first_ids = Vec::new();
@@ -274,10 +288,12 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         updated,
         total,
     };
+    super::wallet_changes::record(&req, &tx, &wallet_changes, "importEmployees").await?;
     let record = AuditRecord::new("EMPLOYEES_IMPORTED", "employee", "*").details(json!({
         "created": result.created,
         "updated": result.updated,
         "total": result.total,
+        "wallets_changed": wallet_changes.len(),
         "first_employee_ids": first_ids,
     }));
     let db = req.state().db.clone();

@@ -2,6 +2,7 @@
 
 pub mod bulk_import;
 pub mod input;
+pub mod wallet_changes;
 
 use actix_web::{HttpResponse, http::StatusCode};
 use payroll_entities::{EmployeeStatus, EmploymentType, employee, ids, time};
@@ -250,6 +251,11 @@ pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         return Err(ApiError::validation(errors));
     };
     let before = EmployeeResource::from(&current);
+    let wallet_change = wallet_changes::WalletChange::of(
+        &current.id,
+        (current.network, &current.wallet_address),
+        (valid.network, &valid.wallet_address),
+    );
     let mut active = current.into_active_model();
     active.name_lower = Set(valid.name.to_lowercase());
     active.name = Set(valid.name);
@@ -263,6 +269,7 @@ pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     active.contract_end_date = Set(valid.contract_end_date);
     active.updated_at = Set(time::now());
     let updated = active.update(&*tx).await?;
+    wallet_changes::record(&req, &tx, wallet_change.as_slice(), "updateEmployee").await?;
     let shown = EmployeeResource::from(&updated);
     let record = AuditRecord::new("EMPLOYEE_UPDATED", "employee", &updated.id)
         .details(changes(&before, &shown));
