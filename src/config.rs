@@ -284,6 +284,9 @@ impl Settings {
         if self.webhooks.max_in_flight_per_endpoint == 0 {
             return bad("webhooks.max_in_flight_per_endpoint", "must be at least 1");
         }
+        if self.webhooks.max_endpoints == 0 {
+            return bad("webhooks.max_endpoints", "must be at least 1");
+        }
         if self.webhooks.max_in_flight_per_endpoint > 1024 {
             return bad(
                 "webhooks.max_in_flight_per_endpoint",

@@ -9,7 +9,7 @@ use payroll_actors::views::Timestamp;
 use payroll_actors::webhook::{
     signing,
     store::{self as webhook_store, fail_pending, insert_deliveries, new_delivery},
-    subscriptions::{is_valid_pattern, valid_patterns_hint},
+    subscriptions::{self, is_valid_pattern, valid_patterns_hint},
     supervisor::EndpointChanged,
 };
 use payroll_entities::{
@@ -17,8 +17,8 @@ use payroll_entities::{
     webhook_endpoint,
 };
 use sea_orm::{
-    ActiveModelTrait, ActiveValue::Set, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter,
-    QueryOrder,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait as _, EntityTrait,
+    IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -27,6 +27,7 @@ use utoipa::ToSchema;
 use crate::http::query::fetch_page;
 use crate::http::{
     audit::AuditRecord,
+    auth,
     error::{ApiError, ErrorCode, FieldError},
     request::ApiRequest,
     resource::find_resource,
@@ -271,6 +272,17 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         return Err(ApiError::internal("validated webhook body lost its fields"));
     };
     events.dedup();
+    // An endpoint receives only what the key registering it could read (CONTRACT §10).
+    let caller = req.caller()?;
+    let missing: Vec<&str> = subscriptions::read_scopes_for(&events)
+        .into_iter()
+        .filter(|s| !auth::may_delegate(&caller.scopes, s))
+        .collect();
+    if !missing.is_empty() {
+        return Err(ApiError::insufficient_scope(&missing, &caller.scopes).hint(
+            "An endpoint receives only what the key registering it could read: subscribe to events whose objects this key may read, or use a key with the named scopes.",
+        ));
+    }
     let secret = signing::generate_secret();
     let sealed = state.secrets.seal(&secret).map_err(ApiError::internal)?;
     let now = time::now();
@@ -291,6 +303,27 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         deleted_at: None,
     };
     let tx = state.db.begin_write().await?;
+    // At most webhooks.max_endpoints at once: counted under a lock of this schema's endpoints
+    // (PostgreSQL; SQLite's writers are one at a time), so two registrations cannot both take
+    // the last place.
+    if tx.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        tx.execute_unprepared(
+            "SELECT pg_advisory_xact_lock(hashtext('payroll_webhook_endpoints:' || current_schema()))",
+        )
+        .await?;
+    }
+    let limit = u64::from(state.settings.webhooks.max_endpoints);
+    let existing = webhook_endpoint::Entity::find()
+        .filter(webhook_endpoint::Column::DeletedAt.is_null())
+        .count(&*tx)
+        .await?;
+    if existing >= limit {
+        return Err(ApiError::new(
+            ErrorCode::WebhookLimitReached,
+            format!("{existing} webhook endpoints exist; at most {limit} may."),
+        )
+        .detail("limit", limit));
+    }
     webhook_endpoint::Entity::insert(model.clone().into_active_model())
         .exec_without_returning(&*tx)
         .await?;

@@ -771,3 +771,77 @@ async fn deliveries_survive_a_kill_9() {
         "each event delivered once after the restart"
     );
 }
+
+/// An endpoint receives only what the key registering it could read (CONTRACT §10): a key
+/// with `webhooks:manage` alone cannot subscribe to run or payout events (their objects need
+/// `payroll:read`), `*` included; and at most `webhooks.max_endpoints` endpoints exist at once.
+#[actix_web::test]
+async fn subscriptions_need_the_read_scopes_of_their_events_and_endpoints_are_bounded() {
+    let app = spawn_app_with(|s| {
+        local(s);
+        s.webhooks.max_endpoints = 3;
+    })
+    .await;
+    let (manager, _) = app.key_with(&["webhooks:manage"]).await;
+    for events in [json!(["*"]), json!(["payout.completed"]), json!(["run.*"])] {
+        let res = app
+            .write_as(
+                &manager,
+                "POST",
+                "/api/v1/webhooks",
+                json!({"url": "http://127.0.0.1:9/hook", "events": events}),
+            )
+            .await;
+        assert_eq!(res.status, 403, "{events}: {}", res.text);
+        assert_eq!(res.code(), "INSUFFICIENT_SCOPE");
+        assert_eq!(
+            res.json["error"]["details"]["required_scopes"],
+            json!(["payroll:read"])
+        );
+    }
+    let (reader, _) = app.key_with(&["webhooks:manage", "payroll:read"]).await;
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let res = app
+            .write_as(
+                &reader,
+                "POST",
+                "/api/v1/webhooks",
+                json!({"url": format!("http://127.0.0.1:9/hook{i}"), "events": ["*"]}),
+            )
+            .await;
+        assert_eq!(res.status, 201, "{}", res.text);
+        ids.push(res.data()["id"].as_str().expect("id").to_owned());
+    }
+    let res = app
+        .write_as(
+            &reader,
+            "POST",
+            "/api/v1/webhooks",
+            json!({"url": "http://127.0.0.1:9/one-more", "events": ["*"]}),
+        )
+        .await;
+    assert_eq!(res.status, 409, "{}", res.text);
+    assert_eq!(res.code(), "WEBHOOK_LIMIT_REACHED");
+    assert_eq!(res.json["error"]["details"]["limit"], 3);
+    let res = app
+        .send(
+            "DELETE",
+            &format!("/api/v1/webhooks/{}", ids[0]),
+            Some(&app.key),
+            Some(&new_key()),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let res = app
+        .write_as(
+            &reader,
+            "POST",
+            "/api/v1/webhooks",
+            json!({"url": "http://127.0.0.1:9/one-more", "events": ["*"]}),
+        )
+        .await;
+    assert_eq!(res.status, 201, "{}", res.text);
+}

@@ -265,6 +265,7 @@ mod tests {
             secret_rotation_grace_seconds: 0,
             allow_http: true,
             allow_private_networks,
+            max_endpoints: 100,
         }
     }
 

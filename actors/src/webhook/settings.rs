@@ -20,6 +20,8 @@ pub struct WebhookSettings {
     pub secret_rotation_grace_seconds: u64,
     pub allow_http: bool,
     pub allow_private_networks: bool,
+    /// Endpoints that may exist at once.
+    pub max_endpoints: u32,
 }
 
 impl WebhookSettings {

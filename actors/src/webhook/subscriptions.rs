@@ -25,6 +25,34 @@ pub fn valid_patterns_hint() -> String {
     format!("{} (and run.X for every payroll.run.X)", all.join(", "))
 }
 
+/// The read scope the object of an event kind needs (CONTRACT §10): runs, payouts, jobs and
+/// approvals `payroll:read`, employees `employees:read`; `webhook.test` none.
+pub fn read_scope_of(kind: &str) -> Option<&'static str> {
+    if ["payroll.run.", "payout.", "job.", "approval."]
+        .iter()
+        .any(|p| kind.starts_with(p))
+    {
+        Some("payroll:read")
+    } else if kind.starts_with("employee.") {
+        Some("employees:read")
+    } else {
+        None
+    }
+}
+
+/// The read scopes a key needs to subscribe to `patterns`: those of every kind they receive
+/// (an endpoint sees only what the key registering it could read).
+pub fn read_scopes_for(patterns: &[String]) -> Vec<&'static str> {
+    let mut scopes: Vec<&'static str> = EVENT_KINDS
+        .iter()
+        .filter(|kind| subscribes(patterns, kind))
+        .filter_map(|kind| read_scope_of(kind))
+        .collect();
+    scopes.sort_unstable();
+    scopes.dedup();
+    scopes
+}
+
 /// Whether an endpoint subscribed to `patterns` receives events of `kind`. `webhook.test`
 /// goes only to the endpoint it tests, never through subscriptions.
 pub fn subscribes(patterns: &[String], kind: &str) -> bool {
@@ -53,6 +81,20 @@ mod tests {
 
     fn p(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn subscriptions_need_the_read_scopes_of_what_they_receive() {
+        assert_eq!(read_scopes_for(&p(&["*"])), vec!["payroll:read"]);
+        assert_eq!(
+            read_scopes_for(&p(&["payout.completed"])),
+            vec!["payroll:read"]
+        );
+        assert_eq!(
+            read_scope_of("employee.wallet_changed"),
+            Some("employees:read")
+        );
+        assert_eq!(read_scope_of("webhook.test"), None);
     }
 
     #[test]
