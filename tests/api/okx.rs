@@ -39,6 +39,8 @@ enum Fault {
     SlowAfterAccepting,
     /// The withdrawal is made, and the answer is not JSON.
     MalformedAfterAccepting,
+    /// A definite refusal (code 58350) with a 5,000-character message.
+    LongRefusal,
 }
 
 #[derive(Debug, Clone)]
@@ -70,6 +72,9 @@ struct State {
     cannot_withdraw: Vec<&'static str>,
     /// Minimum withdrawals by chain ("0.1" elsewhere).
     min_wd: HashMap<&'static str, &'static str>,
+    /// The history lies: every withdrawal shows as 0.01 USDC to another address, settled
+    /// under a transaction id that is no hash.
+    lying_history: bool,
 }
 
 impl State {
@@ -215,6 +220,9 @@ impl Respond for Responder {
                     Some(Fault::Http500) => {
                         return ResponseTemplate::new(500).set_body_string("Internal Server Error");
                     }
+                    Some(Fault::LongRefusal) => {
+                        return okx_error(200, "58350", &"Insufficient balance. ".repeat(250));
+                    }
                     _ => {}
                 }
                 if state.made.iter().any(|m| m.client_id == client_id) {
@@ -270,6 +278,7 @@ impl Respond for Responder {
                     .get("limit")
                     .and_then(|l| l.parse().ok())
                     .unwrap_or(100);
+                let lying_history = state.lying_history;
                 let mut shown: Vec<&mut Made> = state
                     .made
                     .iter_mut()
@@ -278,6 +287,7 @@ impl Respond for Responder {
                     .collect();
                 shown.sort_by_key(|m| std::cmp::Reverse(m.ts));
                 shown.truncate(limit);
+                let lying = lying_history;
                 envelope(Value::Array(
                     shown
                         .into_iter()
@@ -289,6 +299,15 @@ impl Respond for Responder {
                             } else {
                                 ("2", format!("0x{:0>64}", made.wd_id))
                             };
+                            if lying {
+                                return json!({
+                                    "chain": made.chain, "fee": "0.0123", "feeCcy": "USDC", "ccy": "USDC",
+                                    "clientId": made.client_id, "amt": "0.01",
+                                    "txId": "0xabc\"><script>alert(1)</script>/../../evil",
+                                    "to": "0x000000000000000000000000000000000000dEaD", "state": "2",
+                                    "ts": made.ts.to_string(), "wdId": made.wd_id,
+                                });
+                            }
                             json!({
                                 "chain": made.chain, "fee": "0.0123", "feeCcy": "USDC", "ccy": "USDC",
                                 "clientId": made.client_id, "amt": made.amt, "txId": tx,
@@ -779,4 +798,76 @@ async fn okx_a_refused_fee_fails_the_attempt_and_a_retry_pays_the_current_fee() 
     assert_eq!(okx.made().len(), 1);
     let run = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
     assert_eq!(run.data()["total_fees_usd_cents"], 5);
+}
+
+/// The exchange's word is checked (CONTRACT §7): an OKX that accepts a withdrawal and then
+/// reports it settled as 0.01 USDC to another address, under a transaction id that is no hash,
+/// completes nothing: the payout is stuck for an operator (`mismatch: …`, an audit entry), no
+/// hash or link is kept, and the run stays PAYING_OUT. A 5 KB error message is cut to 500
+/// characters where it is stored.
+#[actix_web::test]
+async fn okx_a_history_that_lies_completes_nothing_and_its_text_is_cut() {
+    let okx = FakeOkx::start(10_000_000).await;
+    let app = okx_app(&okx).await;
+    okx.set(|s| s.lying_history = true);
+    let run_id = executed_run(&app, 1).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let payout = loop {
+        let res = app
+            .act(&format!("/api/v1/payroll-runs/{run_id}/sync"))
+            .await;
+        assert_eq!(res.status, 200, "{}", res.text);
+        let payouts = payouts(&app, &run_id).await;
+        if payouts[0]["stuck_since"].is_string() {
+            break payouts[0].clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not stuck: {payouts:?}"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_ne!(payout["status"], "COMPLETED", "{payout}");
+    assert!(payout["on_chain_tx_hash"].is_null(), "{payout}");
+    assert!(payout["block_explorer_url"].is_null(), "{payout}");
+    let run = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
+    assert_eq!(run.data()["status"], "PAYING_OUT", "{}", run.text);
+    let audit = app.get("/api/v1/audit-log?action=PAYOUT_STUCK").await;
+    let entry = &audit.data()[0];
+    let reason = entry["details"]["stuck_reason"].as_str().unwrap_or("");
+    assert!(reason.starts_with("mismatch: "), "{entry}");
+    assert!(reason.contains("amount 1 cents"), "{reason}");
+    assert!(
+        reason.contains("0x000000000000000000000000000000000000dEaD"),
+        "{reason}"
+    );
+}
+
+/// Text an exchange sends is cut to 500 characters where it is stored (CONTRACT §7): a
+/// refusal with a 5,000-character message fails the payout with a reason of at most that.
+#[actix_web::test]
+async fn okx_a_long_refusal_is_stored_cut() {
+    let okx = FakeOkx::start(10_000_000).await;
+    let app = okx_app(&okx).await;
+    okx.fail_next_withdrawals(&[Fault::LongRefusal]);
+    let run_id = executed_run(&app, 1).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let payouts = payouts(&app, &run_id).await;
+        if payouts[0]["status"] == "FAILED" {
+            let reason = payouts[0]["failed_reason"].as_str().unwrap_or("");
+            assert!(
+                reason.chars().count() <= 501,
+                "{} characters",
+                reason.chars().count()
+            );
+            assert!(reason.contains("58350"), "{reason}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not failed: {payouts:?}"
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(100)).await;
+    }
 }

@@ -87,16 +87,99 @@ pub enum RemoteStatus {
     Unknown,
     Pending {
         cex_id: String,
+        reported: Reported,
     },
     Completed {
         cex_id: String,
         tx_hash: String,
         explorer_url: Option<String>,
+        reported: Reported,
     },
     Failed {
         cex_id: String,
         reason: String,
     },
+}
+
+/// What the exchange reports it withdrew under a client id, to be checked against what was sent
+/// (CONTRACT §7, "The exchange's word is checked"). The amount is what the payee receives:
+/// each provider reports it so, whatever its own fee semantics. `None` where the exchange did
+/// not say (nothing is then checked of it).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Reported {
+    pub currency: Option<String>,
+    pub amount: Option<Cents>,
+    pub network: Option<Network>,
+    pub address: Option<String>,
+}
+
+impl Reported {
+    /// What differs from what was sent (`amount` to `address` on `network`, in USDC), if
+    /// anything.
+    pub fn mismatch(&self, amount: Cents, network: Network, address: &str) -> Option<String> {
+        let mut wrong = Vec::new();
+        if let Some(currency) = &self.currency
+            && !currency.eq_ignore_ascii_case("USDC")
+        {
+            wrong.push(format!(
+                "currency {} instead of USDC",
+                cut_exchange_text(currency)
+            ));
+        }
+        if let Some(reported) = self.amount
+            && reported != amount
+        {
+            wrong.push(format!(
+                "amount {} cents instead of {} cents",
+                reported.0, amount.0
+            ));
+        }
+        if let Some(reported) = self.network
+            && reported != network
+        {
+            wrong.push(format!("network {reported} instead of {network}"));
+        }
+        if let Some(reported) = &self.address {
+            // EVM addresses differ only in their checksum's case; Solana's are exact.
+            let same = if network.is_evm() {
+                reported.eq_ignore_ascii_case(address)
+            } else {
+                reported == address
+            };
+            if !same {
+                wrong.push(format!(
+                    "address {} instead of {address}",
+                    cut_exchange_text(reported)
+                ));
+            }
+        }
+        (!wrong.is_empty()).then(|| wrong.join(", "))
+    }
+}
+
+/// Text an exchange sent (an error message, a field of its history) as the service keeps it:
+/// at most 500 characters, wherever it is logged or stored.
+pub fn cut_exchange_text(text: &str) -> String {
+    match text.char_indices().nth(500) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Whether `hash` is a transaction hash in its chain's form: `0x` and 64 hex digits on EVM
+/// chains, the base58 of a 64-byte signature on Solana. Only such a hash is kept, and only
+/// from it is an explorer link built.
+pub fn valid_tx_hash(network: Network, hash: &str) -> bool {
+    if network.is_evm() {
+        hash.len() == 66
+            && hash.starts_with("0x")
+            && hash[2..].bytes().all(|b| b.is_ascii_hexdigit())
+    } else {
+        (64..=90).contains(&hash.len())
+            && bs58::decode(hash)
+                .into_vec()
+                .is_ok_and(|bytes| bytes.len() == 64)
+    }
 }
 
 /// The exchange account and, where the provider has one, the treasury wallet.
@@ -214,7 +297,12 @@ pub fn not_sent_past_deadline() -> WithdrawalOutcome {
     }
 }
 
-/// A block explorer link for a transaction.
+/// A block explorer link for a transaction, when its hash is in its chain's form.
+pub fn explorer_link(network: Network, tx_hash: &str) -> Option<String> {
+    valid_tx_hash(network, tx_hash).then(|| explorer_url(network, tx_hash))
+}
+
+/// A block explorer link for a transaction (whose hash was checked, [`valid_tx_hash`]).
 pub fn explorer_url(network: Network, tx_hash: &str) -> String {
     let base = match network {
         Network::Ethereum => "https://etherscan.io/tx/",
@@ -230,6 +318,53 @@ pub fn explorer_url(network: Network, tx_hash: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_the_exchange_reports_is_checked_against_what_was_sent() {
+        let sent = (
+            Cents(123_456),
+            Network::Base,
+            "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+        );
+        let honest = Reported {
+            currency: Some("USDC".into()),
+            amount: Some(Cents(123_456)),
+            network: Some(Network::Base),
+            address: Some("0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed".into()),
+        };
+        assert_eq!(honest.mismatch(sent.0, sent.1, sent.2), None);
+        let thief = Reported {
+            amount: Some(Cents(1)),
+            address: Some("0x000000000000000000000000000000000000dEaD".into()),
+            ..honest.clone()
+        };
+        let why = thief.mismatch(sent.0, sent.1, sent.2).expect("a mismatch");
+        assert!(
+            why.contains("amount 1 cents instead of 123456 cents"),
+            "{why}"
+        );
+        assert!(why.contains("address"), "{why}");
+        assert_eq!(Reported::default().mismatch(sent.0, sent.1, sent.2), None);
+    }
+
+    #[test]
+    fn hashes_are_kept_only_in_their_chains_form() {
+        let evm = format!("0x{}", "ab".repeat(32));
+        assert!(valid_tx_hash(Network::Base, &evm));
+        assert!(!valid_tx_hash(
+            Network::Base,
+            "0xabc\"><script>…/../../evil"
+        ));
+        assert!(!valid_tx_hash(Network::Base, "0xabc"));
+        assert!(explorer_link(Network::Base, "0xabc\"><script>").is_none());
+        let solana = bs58::encode([7u8; 64]).into_string();
+        assert!(valid_tx_hash(Network::Solana, &solana));
+        assert!(!valid_tx_hash(
+            Network::Solana,
+            &bs58::encode([7u8; 32]).into_string()
+        ));
+        assert_eq!(cut_exchange_text(&"x".repeat(5000)).chars().count(), 501);
+    }
 
     #[test]
     fn client_ids_carry_payout_and_attempt() {

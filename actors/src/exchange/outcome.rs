@@ -92,13 +92,14 @@ pub fn of_lookup(status: &RemoteStatus) -> Verdict {
         RemoteStatus::Unknown => Verdict::Unknown {
             reason: "the exchange does not show this client id (yet)".into(),
         },
-        RemoteStatus::Pending { cex_id } => Verdict::Accepted {
+        RemoteStatus::Pending { cex_id, .. } => Verdict::Accepted {
             cex_id: cex_id.clone(),
         },
         RemoteStatus::Completed {
             cex_id,
             tx_hash,
             explorer_url,
+            ..
         } => Verdict::Completed {
             cex_id: cex_id.clone(),
             tx_hash: tx_hash.clone(),
@@ -198,14 +199,18 @@ mod tests {
     fn lookups_settle_or_stay_unknown() {
         assert!(unknown(&of_lookup(&RemoteStatus::Unknown)));
         assert_eq!(
-            of_lookup(&RemoteStatus::Pending { cex_id: "w".into() }),
+            of_lookup(&RemoteStatus::Pending {
+                cex_id: "w".into(),
+                reported: Default::default()
+            }),
             Verdict::Accepted { cex_id: "w".into() }
         );
         assert!(matches!(
             of_lookup(&RemoteStatus::Completed {
                 cex_id: "w".into(),
                 tx_hash: "0x1".into(),
-                explorer_url: None
+                explorer_url: None,
+                reported: Default::default()
             }),
             Verdict::Completed { .. }
         ));

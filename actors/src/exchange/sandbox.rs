@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     Balances, ExchangeError, ExchangeProvider, FEE_CHANGED, Quote, RemoteStatus, TreasuryWallet,
-    WithdrawalOutcome, WithdrawalRequest, explorer_url,
+    WithdrawalOutcome, WithdrawalRequest,
 };
 use crate::settings::SandboxSettings;
 
@@ -178,10 +178,10 @@ async fn add_to<C: ConnectionTrait>(
 
 /// The deterministic transaction hash of a withdrawal.
 pub fn tx_hash(network: Network, client_id: &str) -> String {
-    let digest = Sha256::digest(client_id.as_bytes());
     match network {
-        Network::Solana => bs58::encode(digest).into_string(),
-        _ => format!("0x{}", hex::encode(digest)),
+        // A Solana transaction is named by its 64-byte signature.
+        Network::Solana => bs58::encode(sha2::Sha512::digest(client_id.as_bytes())).into_string(),
+        _ => format!("0x{}", hex::encode(Sha256::digest(client_id.as_bytes()))),
     }
 }
 
@@ -268,9 +268,17 @@ async fn withdrawals_of<C: ConnectionTrait>(
 }
 
 fn remote_status(w: &sandbox_withdrawal::Model) -> RemoteStatus {
+    // What it withdrew, as a real exchange reports it: checked against what was sent.
+    let reported = super::Reported {
+        currency: Some("USDC".into()),
+        amount: Some(Cents(w.amount_usd_cents)),
+        network: Some(w.network),
+        address: Some(w.address.clone()),
+    };
     match w.status {
         SandboxWithdrawalStatus::Pending => RemoteStatus::Pending {
             cex_id: w.id.clone(),
+            reported,
         },
         SandboxWithdrawalStatus::Completed => {
             let hash = w
@@ -279,8 +287,9 @@ fn remote_status(w: &sandbox_withdrawal::Model) -> RemoteStatus {
                 .unwrap_or_else(|| tx_hash(w.network, &w.client_id));
             RemoteStatus::Completed {
                 cex_id: w.id.clone(),
-                explorer_url: Some(explorer_url(w.network, &hash)),
+                explorer_url: super::explorer_link(w.network, &hash),
                 tx_hash: hash,
+                reported,
             }
         }
         SandboxWithdrawalStatus::Failed => RemoteStatus::Failed {

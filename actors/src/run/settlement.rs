@@ -21,9 +21,9 @@ use crate::{
     exchange::{
         RemoteStatus, WithdrawalRequest,
         actor::{Answered, Lookup},
-        holds,
+        cut_exchange_text, holds,
         outcome::{Verdict, of_answer, of_lookup},
-        parse_client_id,
+        parse_client_id, valid_tx_hash,
     },
     telemetry::{self, CountedSend},
 };
@@ -163,8 +163,15 @@ async fn apply_changes(
                 }
                 p.status = PayoutStatus::Completed;
                 p.cex_withdrawal_id = Some(cex_id);
-                p.on_chain_tx_hash = Some(tx_hash);
-                p.block_explorer_url = explorer_url;
+                // Kept only in its chain's form, and the link only from such a hash.
+                if valid_tx_hash(p.network, &tx_hash) {
+                    p.on_chain_tx_hash = Some(tx_hash);
+                    p.block_explorer_url = explorer_url;
+                } else {
+                    tracing::warn!(payout_id = %p.id, "the exchange gave a transaction hash not in its chain's form; none is kept");
+                    p.on_chain_tx_hash = None;
+                    p.block_explorer_url = None;
+                }
                 p.completed_at = Some(now);
                 completed.push(p.id.clone());
                 events.push(payout_event("payout.completed", &p));
@@ -185,7 +192,7 @@ async fn apply_changes(
                 if cex_id.is_some() {
                     p.cex_withdrawal_id = cex_id;
                 }
-                p.failed_reason = Some(reason);
+                p.failed_reason = Some(cut_exchange_text(&reason));
                 failed.push(p.id.clone());
                 events.push(payout_event("payout.failed", &p));
                 store::Settled::Failed
@@ -264,7 +271,7 @@ async fn apply_changes(
                 "PAYOUT_STUCK",
                 "payout",
                 payout_id,
-                json!({"payroll_run_id": run.id, "why": why, "sends": sends, "client_withdrawal_id": client_id}),
+                json!({"payroll_run_id": run.id, "why": why, "stuck_reason": why, "sends": sends, "client_withdrawal_id": client_id}),
             ),
         )
         .await?;
@@ -451,6 +458,26 @@ fn decide_lookup(
             .get(client_id)
             .cloned()
             .unwrap_or(RemoteStatus::Unknown);
+        // The exchange's word is checked (CONTRACT §7): a withdrawal it reports under our id
+        // that is not what was sent (currency, network, address, amount) never completes the
+        // payout; it is stuck for an operator, once.
+        if let RemoteStatus::Pending { reported, .. } | RemoteStatus::Completed { reported, .. } =
+            &status
+            && let Some(wrong) =
+                reported.mismatch(Cents(p.amount_usd_cents), p.network, &p.wallet_address)
+        {
+            if p.stuck_since.is_none() {
+                tracing::error!(payout_id = %p.id, %client_id, %wrong, "the exchange reports a withdrawal that is not the one sent");
+                changes.push((
+                    client_id.clone(),
+                    Change::Stuck {
+                        why: format!("mismatch: {wrong}"),
+                    },
+                ));
+            }
+            recorded.still_pending.push(client_id.clone());
+            continue;
+        }
         match of_lookup(&status) {
             Verdict::Unknown { .. } => {
                 if p.status != PayoutStatus::Pending || p.stuck_since.is_some() {

@@ -12,7 +12,19 @@ use super::{
     OkxProvider,
     protocol::{self, CCY, StateClass, WithdrawalRecord},
 };
-use crate::exchange::{ExchangeError, RemoteStatus, explorer_url};
+use crate::exchange::{ExchangeError, RemoteStatus, Reported, cut_exchange_text, explorer_link};
+use payroll_entities::Cents;
+
+/// An amount OKX reports as cents, exactly: one that is not whole cents (or not a number) is
+/// no amount we sent, and reads as -1 so that it never matches one.
+fn exact_cents(amount: &str) -> Cents {
+    let down = protocol::amount_to_cents(amount, protocol::Rounding::Down);
+    let up = protocol::amount_to_cents(amount, protocol::Rounding::Up);
+    match (down, up) {
+        (Some(down), Some(up)) if down == up => down,
+        _ => Cents(-1),
+    }
+}
 
 /// Below this many ids, one call per id is cheaper than paging.
 const PAGE_FROM: usize = 4;
@@ -119,22 +131,37 @@ impl OkxProvider {
     }
 
     fn record_status(&self, record: WithdrawalRecord) -> RemoteStatus {
-        let cex_id = record.wd_id.clone();
+        let cex_id = cut_exchange_text(&record.wd_id);
+        let network = self
+            .chains
+            .iter()
+            .find(|(_, chain)| **chain == record.chain)
+            .map(|(network, _)| *network);
+        let reported = Reported {
+            currency: (!record.ccy.is_empty()).then(|| record.ccy.clone()),
+            amount: (!record.amt.is_empty()).then(|| exact_cents(&record.amt)),
+            network,
+            address: if !record.chain.is_empty() && network.is_none() {
+                // A chain no network of ours maps to is no place we sent to.
+                Some(format!(
+                    "{} on the unconfigured chain {}",
+                    record.to, record.chain
+                ))
+            } else {
+                (!record.to.is_empty()).then(|| record.to.clone())
+            },
+        };
         match protocol::classify_state(&record.state) {
-            StateClass::Pending => RemoteStatus::Pending { cex_id },
-            StateClass::Success if record.tx_id.is_empty() => RemoteStatus::Pending { cex_id },
-            StateClass::Success => {
-                let network = self
-                    .chains
-                    .iter()
-                    .find(|(_, chain)| **chain == record.chain)
-                    .map(|(network, _)| *network);
-                RemoteStatus::Completed {
-                    cex_id,
-                    explorer_url: network.map(|n| explorer_url(n, &record.tx_id)),
-                    tx_hash: record.tx_id,
-                }
+            StateClass::Pending => RemoteStatus::Pending { cex_id, reported },
+            StateClass::Success if record.tx_id.is_empty() => {
+                RemoteStatus::Pending { cex_id, reported }
             }
+            StateClass::Success => RemoteStatus::Completed {
+                cex_id,
+                explorer_url: network.and_then(|n| explorer_link(n, &record.tx_id)),
+                tx_hash: cut_exchange_text(&record.tx_id),
+                reported,
+            },
             StateClass::Failed => RemoteStatus::Failed {
                 cex_id,
                 reason: format!(

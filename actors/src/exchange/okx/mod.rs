@@ -37,7 +37,7 @@ use self::protocol::{
 };
 use super::{
     Balances, ExchangeError, ExchangeProvider, FEE_CHANGED, Quote, RemoteStatus, WithdrawalOutcome,
-    WithdrawalRequest, rate_limit::gcra_take,
+    WithdrawalRequest, cut_exchange_text, rate_limit::gcra_take,
 };
 use crate::settings::OkxSettings;
 
@@ -421,10 +421,11 @@ fn withdrawal_outcome(answer: &Answer, client_id: &str) -> WithdrawalOutcome {
         };
     }
     let code = envelope.as_ref().ok().map(|e| e.code.as_str());
-    let message = match &envelope {
+    // Text OKX sent is cut to 500 characters wherever it is logged or stored.
+    let message = cut_exchange_text(&match &envelope {
         Ok(e) => format!("HTTP {}, OKX code {}: {}", answer.status, e.code, e.msg),
         Err(e) => format!("HTTP {}, unreadable answer: {e}", answer.status),
-    };
+    });
     match protocol::classify_answer(answer.status, code) {
         CodeClass::RateLimited => WithdrawalOutcome::RateLimited {
             retry_after_ms: answer.retry_after_ms.unwrap_or(RATE_LIMIT_BACKOFF_MS),
@@ -447,7 +448,7 @@ fn mentions_fee(message: &str) -> bool {
 
 fn unavailable(request_path: &str, why: &str) -> ExchangeError {
     let path = request_path.split('?').next().unwrap_or(request_path);
-    ExchangeError::Unavailable(format!("OKX {path}: {why}"))
+    ExchangeError::Unavailable(format!("OKX {path}: {}", cut_exchange_text(why)))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

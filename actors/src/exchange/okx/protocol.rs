@@ -197,6 +197,15 @@ pub struct WithdrawalRecord {
     /// When OKX made it, in Unix milliseconds.
     #[serde(default)]
     pub ts: String,
+    /// The currency, the amount withdrawn (what the payee receives; OKX's fee is apart) and
+    /// the address: checked against what was sent.
+    #[serde(default)]
+    pub ccy: String,
+    #[serde(default)]
+    pub amt: String,
+    /// The receiving address (`to` in the history; `toAddr` is the request's name for it).
+    #[serde(default, alias = "toAddr")]
+    pub to: String,
 }
 
 /// `GET /api/v5/asset/balances` → one currency.
