@@ -14,7 +14,8 @@ use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
 
-/// Credentials that are taken from the environment only, with their variables.
+/// Secrets that are taken from the environment only, with their variables: a config file ends
+/// up in backups and version control (CONTRACT §13).
 const ENV_ONLY: &[(&str, &str)] = &[
     ("exchange.okx.api_key", "PAYROLL__EXCHANGE__OKX__API_KEY"),
     (
@@ -25,7 +26,21 @@ const ENV_ONLY: &[(&str, &str)] = &[
         "exchange.okx.passphrase",
         "PAYROLL__EXCHANGE__OKX__PASSPHRASE",
     ),
+    // After OKX's three, which `validate_okx` reads in this order.
+    ("auth.key_pepper", "PAYROLL__AUTH__KEY_PEPPER"),
+    ("email.smtp.password", "PAYROLL__EMAIL__SMTP__PASSWORD"),
 ];
+
+/// Whether a URL carries a password (`scheme://user:password@host…`).
+fn url_has_password(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+    authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
+}
 
 /// A secret value: usable, but never printed by `Debug`.
 #[derive(Clone, Default, Deserialize)]
@@ -181,17 +196,30 @@ impl Settings {
             }
             builder = builder.add_source(File::from(path).required(true));
         }
-        // Exchange credentials in a file would end up in backups and version control.
+        // Secrets in a file would end up in backups and version control.
         let files = builder
             .clone()
             .build()
             .map_err(|e| ConfigError(e.to_string()))?;
         for (key, variable) in ENV_ONLY {
-            if files.get::<config::Value>(key).is_ok() {
+            let set = files
+                .get::<config::Value>(key)
+                .is_ok_and(|v| v.into_string().map_or(true, |s| !s.is_empty()));
+            if set {
                 return Err(ConfigError(format!(
                     "{key}: a secret; set it in the environment ({variable}), not in a config file"
                 )));
             }
+        }
+        if files
+            .get::<String>("database.url")
+            .is_ok_and(|url| url_has_password(&url))
+        {
+            return Err(ConfigError(
+                "database.url: it holds a password, a secret; set it in the environment \
+                 (PAYROLL__DATABASE__URL), not in a config file"
+                    .into(),
+            ));
         }
         builder = builder.add_source(
             Environment::with_prefix("PAYROLL")
@@ -208,6 +236,41 @@ impl Settings {
             .map_err(|e| ConfigError(e.to_string()))?;
         settings.validate()?;
         Ok(settings)
+    }
+
+    /// Each setting in force that makes the service less safe, as the line a WARN says at start
+    /// (CONTRACT §13).
+    pub fn unsafe_settings(&self) -> Vec<&'static str> {
+        let mut unsafe_ones = Vec::new();
+        if self.webhooks.allow_http {
+            unsafe_ones
+                .push("webhooks.allow_http = true: webhook deliveries may go over plain HTTP");
+        }
+        if self.webhooks.allow_private_networks {
+            unsafe_ones.push(
+                "webhooks.allow_private_networks = true: webhooks may reach loopback and private addresses",
+            );
+        }
+        if self.exchange.allow_insecure_http {
+            unsafe_ones.push(
+                "exchange.allow_insecure_http = true: exchange credentials may go over plain HTTP",
+            );
+        }
+        if self.server.status_page_public {
+            unsafe_ones.push(
+                "server.status_page_public = true: /status is served to anyone who reaches the server",
+            );
+        }
+        let smtp = &self.email.smtp;
+        if self.email.transport == "smtp"
+            && smtp.tls == "none"
+            && (smtp.username.is_some() || smtp.password.is_some())
+        {
+            unsafe_ones.push(
+                "email.smtp.allow_plaintext_auth = true: SMTP credentials go over the network in clear",
+            );
+        }
+        unsafe_ones
     }
 
     /// The defaults alone, for tests and tools that adjust fields in code.
@@ -488,6 +551,16 @@ impl Settings {
                 "must be an http(s) URL such as https://www.okx.com",
             );
         }
+        // The key and passphrase travel in every request's headers: never in clear, unless a
+        // test asks for it.
+        if uri.as_ref().and_then(|u| u.scheme_str()) == Some("http")
+            && !self.exchange.allow_insecure_http
+        {
+            return bad(
+                "exchange.okx.base_url",
+                "must be https:// (credentials go in every request); http:// only with exchange.allow_insecure_http = true, for tests",
+            );
+        }
         if okx.timeout_ms == 0 || okx.timeout_ms > 300_000 {
             return bad("exchange.okx.timeout_ms", "must be between 1 and 300000");
         }
@@ -612,6 +685,60 @@ mod tests {
         assert!(err.contains("exchange.okx.secret_key"), "{err}");
         assert!(err.contains("PAYROLL__EXCHANGE__OKX__SECRET_KEY"), "{err}");
         assert!(!err.contains("abc"), "{err}");
+    }
+
+    #[test]
+    fn every_secret_is_refused_in_a_config_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        for (text, key) in [
+            ("[auth]\nkey_pepper = \"p3pp3r\"\n", "auth.key_pepper"),
+            (
+                "[email.smtp]\npassword = \"p3pp3r\"\n",
+                "email.smtp.password",
+            ),
+            (
+                "[database]\nurl = \"postgres://payroll:p3pp3r@db/payroll\"\n",
+                "database.url",
+            ),
+        ] {
+            let path = dir.path().join("secret.toml");
+            std::fs::write(&path, text).expect("write");
+            let err = Settings::load(Some(&path))
+                .expect_err("refused")
+                .to_string();
+            assert!(err.contains(key), "{err}");
+            assert!(!err.contains("p3pp3r"), "{err}");
+        }
+        // A database URL without a password may be in a file.
+        let path = dir.path().join("fine.toml");
+        std::fs::write(
+            &path,
+            "[database]\nurl = \"postgres://payroll@db/payroll\"\n",
+        )
+        .expect("write");
+        Settings::load(Some(&path)).expect("no secret in it");
+    }
+
+    #[test]
+    fn okx_goes_over_https_unless_told_and_unsafe_settings_are_named() {
+        let mut s = Settings::defaults().expect("defaults are valid");
+        assert!(s.unsafe_settings().is_empty());
+        s.exchange.provider = "okx".into();
+        s.exchange.okx.api_key = "k".into();
+        s.exchange.okx.secret_key = "s".into();
+        s.exchange.okx.passphrase = "p".into();
+        s.exchange.okx.base_url = "http://okx.example".into();
+        let err = s.validate().expect_err("plain HTTP").to_string();
+        assert!(err.contains("exchange.allow_insecure_http"), "{err}");
+        s.exchange.allow_insecure_http = true;
+        s.validate().expect("allowed for tests");
+        s.webhooks.allow_http = true;
+        s.webhooks.allow_private_networks = true;
+        s.server.status_page_public = true;
+        s.email.transport = "smtp".into();
+        s.email.smtp.username = Some("u".into());
+        s.email.smtp.allow_plaintext_auth = true;
+        assert_eq!(s.unsafe_settings().len(), 5, "{:?}", s.unsafe_settings());
     }
 
     #[test]

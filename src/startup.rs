@@ -169,6 +169,68 @@ fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The key pepper's fingerprint, as the database keeps it (not the pepper: an HMAC of a fixed
+/// text under it).
+fn pepper_fingerprint(pepper: &Secret) -> String {
+    use hmac::Mac as _;
+    let Ok(mut mac) = hmac::Hmac::<sha2::Sha256>::new_from_slice(pepper.expose().as_bytes()) else {
+        return String::new();
+    };
+    mac.update(b"payroll: the key pepper's fingerprint");
+    hex::encode(&mac.finalize().into_bytes()[..16])
+}
+
+/// Every instance of one database shares the key pepper (CONTRACT §13): the first to start
+/// keeps its fingerprint in the database, and one with another pepper refuses to start, saying
+/// so, rather than refusing every API key (and, signing nothing right, disabling webhook
+/// endpoints for everybody).
+pub async fn check_pepper(db: &Db, pepper: &Secret) -> anyhow::Result<()> {
+    use sea_orm::{ConnectionTrait as _, Statement};
+    const FACT: &str = "key_pepper_fingerprint";
+    let ours = pepper_fingerprint(pepper);
+    let backend = db.backend();
+    let tx = db.begin_write().await?;
+    tx.execute_raw(Statement::from_sql_and_values(
+        backend,
+        match backend {
+            sea_orm::DatabaseBackend::Postgres => {
+                "INSERT INTO service_facts (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING"
+            }
+            _ => "INSERT INTO service_facts (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        },
+        [FACT.into(), ours.clone().into()],
+    ))
+    .await?;
+    let row = tx
+        .query_one_raw(Statement::from_sql_and_values(
+            backend,
+            match backend {
+                sea_orm::DatabaseBackend::Postgres => {
+                    "SELECT value FROM service_facts WHERE name = $1"
+                }
+                _ => "SELECT value FROM service_facts WHERE name = ?",
+            },
+            [FACT.into()],
+        ))
+        .await?;
+    tx.commit().await?;
+    let stored: String = match row {
+        Some(row) => row.try_get("", "value")?,
+        None => ours.clone(),
+    };
+    if stored != ours {
+        anyhow::bail!(
+            "auth.key_pepper: this database was set up with another key pepper (fingerprint {}…; \
+             this instance's is {}…). Every instance of one database must use the same pepper \
+             (PAYROLL__AUTH__KEY_PEPPER, or the same <data.dir>/key_pepper): with another, every \
+             API key would be refused here",
+            &stored[..stored.len().min(8)],
+            &ours[..8]
+        );
+    }
+    Ok(())
+}
+
 /// On first start with no keys, creates the `bootstrap` key with every scope and prints it
 /// once on stderr.
 async fn bootstrap_key(settings: &Settings, db: &Db, pepper: &Secret) -> anyhow::Result<()> {
@@ -234,6 +296,9 @@ fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
 impl Application {
     pub async fn build(settings: Settings) -> anyhow::Result<Application> {
         let settings = Arc::new(settings);
+        for line in settings.unsafe_settings() {
+            tracing::warn!("unsafe setting: {line}");
+        }
         own_data_dir(&settings.data.dir)?;
         // Before the actors start, so their first figures are recorded.
         telemetry::metrics_handle();
@@ -241,6 +306,7 @@ impl Application {
         let sqlite_lock = crate::sqlite_lock::lock(&settings.database_url())?;
         // The server checkpoints a SQLite log from the side (`checkpoint_log`, below).
         let db = connect(&settings, true).await?;
+        check_pepper(&db, &pepper).await?;
         bootstrap_key(&settings, &db, &pepper).await?;
         // The database's health (and clock) is known before anything reads it, then watched
         // for as long as the process runs.

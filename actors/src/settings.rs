@@ -42,6 +42,9 @@ pub struct ExchangeSettings {
     pub max_sends: u32,
     /// A job that cannot reach the exchange this long is FAILED.
     pub unreachable_fail_ms: u64,
+    /// The exchange's base URL may be `http://` (tests only: credentials would go in clear).
+    #[serde(default)]
+    pub allow_insecure_http: bool,
     /// A send stamped this long ago and not yet started is not sent: it stays unknown and is
     /// looked up (so an instance paused between stamp and send does not send after another
     /// instance resent). Used at most as half of `reconcile_grace_ms` (see

@@ -32,6 +32,7 @@ mod m20261127_000001_status_written_in_place;
 mod m20261128_000001_drop_outbox_payout_index;
 mod m20261129_000001_create_database_probes;
 mod m20261129_000002_count_funding_decisions;
+mod m20261129_000003_create_service_facts;
 mod postgres;
 mod unused_index;
 
@@ -71,6 +72,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000001_drop_outbox_payout_index::MIGRATION),
             Box::new(m20261129_000001_create_database_probes::Migration),
             Box::new(m20261129_000002_count_funding_decisions::Migration),
+            Box::new(m20261129_000003_create_service_facts::Migration),
         ]
     }
 }

@@ -80,6 +80,7 @@ pub async fn create_key(
     let scopes: Vec<String> = scopes.iter().map(|s| s.trim().to_owned()).collect();
     let pepper = startup::load_pepper(settings)?;
     let db = startup::connect_and_migrate(settings).await?;
+    startup::check_pepper(&db, &pepper).await?;
     let (model, plaintext) =
         keys::new_key(pepper.expose().as_bytes(), name, &scopes, expires_at, None);
     let tx = db.begin_write().await?;

@@ -55,6 +55,7 @@ async fn okx_app(base_url: String) -> TestApp {
     spawn_app_with(move |s| {
         s.exchange.provider = "okx".into();
         s.exchange.okx.base_url = base_url;
+        s.exchange.allow_insecure_http = true;
         s.exchange.okx.api_key = "key".into();
         s.exchange.okx.secret_key = "secret".into();
         s.exchange.okx.passphrase = "passphrase".into();

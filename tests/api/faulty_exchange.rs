@@ -285,6 +285,7 @@ async fn setup_for(okx: &FaultyOkx, extra: &[(&str, &str)]) -> Setup {
         .await
         .with_env("PAYROLL__EXCHANGE__PROVIDER", "okx")
         .with_env("PAYROLL__EXCHANGE__OKX__BASE_URL", &okx.server.uri())
+        .with_env("PAYROLL__EXCHANGE__ALLOW_INSECURE_HTTP", "true")
         .with_env("PAYROLL__EXCHANGE__OKX__API_KEY", "faulty-key")
         .with_env("PAYROLL__EXCHANGE__OKX__SECRET_KEY", "faulty-secret")
         .with_env("PAYROLL__EXCHANGE__OKX__PASSPHRASE", "faulty-passphrase")

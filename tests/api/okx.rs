@@ -401,6 +401,7 @@ fn okx_client_id(ours: &str) -> String {
 fn use_okx(settings: &mut Settings, okx: &FakeOkx) {
     settings.exchange.provider = "okx".into();
     settings.exchange.okx.base_url = okx.server.uri();
+    settings.exchange.allow_insecure_http = true;
     settings.exchange.okx.api_key = API_KEY.into();
     settings.exchange.okx.secret_key = SECRET_KEY.into();
     settings.exchange.okx.passphrase = PASSPHRASE.into();
@@ -651,6 +652,7 @@ async fn okx_crash_restart_pays_each_payout_exactly_once() {
         .await
         .with_env("PAYROLL__EXCHANGE__PROVIDER", "okx")
         .with_env("PAYROLL__EXCHANGE__OKX__BASE_URL", &okx.server.uri())
+        .with_env("PAYROLL__EXCHANGE__ALLOW_INSECURE_HTTP", "true")
         .with_env("PAYROLL__EXCHANGE__OKX__API_KEY", API_KEY)
         .with_env("PAYROLL__EXCHANGE__OKX__SECRET_KEY", SECRET_KEY)
         .with_env("PAYROLL__EXCHANGE__OKX__PASSPHRASE", PASSPHRASE)

@@ -736,3 +736,55 @@ async fn years_are_four_digits_and_text_holds_no_control_character() {
         }
     }
 }
+
+/// Instances of one database share the key pepper (CONTRACT §13): one started with another
+/// refuses to start and says why, rather than refusing every key; an unsafe setting is named
+/// by a WARN line at start.
+#[actix_web::test]
+async fn an_instance_with_another_pepper_refuses_to_start_and_unsafe_settings_are_named() {
+    let setup = crate::process::Setup::bare(None)
+        .with_env("PAYROLL__WEBHOOKS__ALLOW_HTTP", "true")
+        .with_env("PAYROLL__SERVER__STATUS_PAGE_PUBLIC", "true");
+    let first = setup.spawn(
+        1,
+        &[("PAYROLL__AUTH__KEY_PEPPER", "pepper-of-the-first-one")],
+    );
+    setup.wait_ready(&first, 1).await;
+    let log = setup.log(1);
+    assert!(
+        log.contains("unsafe setting: webhooks.allow_http = true"),
+        "{log}"
+    );
+    assert!(
+        log.contains("unsafe setting: server.status_page_public = true"),
+        "{log}"
+    );
+    drop(first);
+    let mut second = setup.spawn(2, &[("PAYROLL__AUTH__KEY_PEPPER", "another-pepper")]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = second.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "it started: {}",
+            setup.log(2)
+        );
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(!status.success());
+    let log = setup.log(2);
+    assert!(log.contains("auth.key_pepper"), "{log}");
+    assert!(log.contains("another key pepper"), "{log}");
+    assert!(
+        !log.contains("pepper-of-the-first-one") && !log.contains("another-pepper"),
+        "{log}"
+    );
+    // The first one's pepper still works.
+    let again = setup.spawn(
+        3,
+        &[("PAYROLL__AUTH__KEY_PEPPER", "pepper-of-the-first-one")],
+    );
+    setup.wait_ready(&again, 3).await;
+}
