@@ -86,6 +86,7 @@ fn report(failure: &Failure) -> ExitCode {
     match failure {
         Failure::Usage(why) => eprintln!("payroll: {why}"),
         Failure::Unreachable(why) => eprintln!("payroll: the server could not be reached: {why}"),
+        Failure::BadAnswer(why) => eprintln!("payroll: the server's answer was refused: {why}"),
         Failure::Api | Failure::WaitTimedOut => {}
     }
     ExitCode::from(failure.exit_code())

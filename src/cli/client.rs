@@ -14,6 +14,10 @@ use std::{
 use awc::http::Method;
 use serde_json::{Map, Value};
 
+/// The most of an answer the CLI and `payroll mcp` read (CONTRACT §13): the largest answer
+/// the API gives (a page of 200, a run's payouts as CSV a page at a time) is far smaller.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+
 /// How an invocation ended.
 #[derive(Debug)]
 pub enum Failure {
@@ -21,6 +25,9 @@ pub enum Failure {
     Api,
     Usage(String),
     Unreachable(String),
+    /// The server answered, but with something no answer of the API is (larger than
+    /// [`MAX_ANSWER_BYTES`]); retrying would not mend it.
+    BadAnswer(String),
     WaitTimedOut,
 }
 
@@ -29,7 +36,7 @@ impl Failure {
         match self {
             Failure::Api => 1,
             Failure::Usage(_) => 2,
-            Failure::Unreachable(_) => 3,
+            Failure::Unreachable(_) | Failure::BadAnswer(_) => 3,
             Failure::WaitTimedOut => 4,
         }
     }
@@ -333,8 +340,17 @@ impl Client {
                     continue;
                 }
             };
-            let bytes = match response.body().limit(1 << 30).await {
+            let bytes = match response.body().limit(MAX_ANSWER_BYTES).await {
                 Ok(bytes) => bytes.to_vec(),
+                // Not something a retry mends: a server (or something posing as one) that
+                // answers more than any answer of the API holds is not read further.
+                Err(awc::error::PayloadError::Overflow) => {
+                    return Err(Failure::BadAnswer(format!(
+                        "{}: the answer is larger than {} MiB; nothing more of it was read",
+                        self.base_url,
+                        MAX_ANSWER_BYTES >> 20
+                    )));
+                }
                 Err(err) => {
                     last_error = err.to_string();
                     continue;

@@ -59,7 +59,18 @@ pub fn build(tool: &ToolSpec, arguments: Option<Map<String, Value>>) -> Result<R
     let idempotency_key = if tool.is_write() {
         Some(match args.remove(IDEMPOTENCY_ARG) {
             None | Some(Value::Null) => uuid::Uuid::new_v4().to_string(),
-            Some(value) => as_text(&value),
+            Some(value) => {
+                let key = as_text(&value);
+                // Said as what it is, never as a server that could not be reached.
+                crate::http::idempotency::parse_key(Some(&key)).map_err(|_| {
+                    format!(
+                        "{IDEMPOTENCY_ARG}: `{}` is not a UUID v4; send a new UUID v4 (for \
+                         example 3f2b8c1e-9d4a-4b7e-8f6a-1c2d3e4f5a6b), or leave it out and one \
+                         is made",
+                        key.chars().take(80).collect::<String>()
+                    )
+                })?
+            }
         })
     } else {
         None

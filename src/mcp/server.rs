@@ -100,6 +100,12 @@ impl PayrollMcp {
             .await;
         let mut result = match answer {
             Ok(answer) => result_of(&answer),
+            Err(Failure::Usage(why)) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "the call could not be made: {why}"
+            ))]),
+            Err(Failure::BadAnswer(why)) => CallToolResult::error(vec![ContentBlock::text(
+                format!("the server's answer was refused: {why}"),
+            )]),
             Err(failure) => CallToolResult::error(vec![ContentBlock::text(format!(
                 "the server could not be reached: {}",
                 failure_text(&failure)
@@ -117,7 +123,7 @@ impl PayrollMcp {
 
 fn failure_text(failure: &Failure) -> String {
     match failure {
-        Failure::Unreachable(why) | Failure::Usage(why) => why.clone(),
+        Failure::Unreachable(why) | Failure::Usage(why) | Failure::BadAnswer(why) => why.clone(),
         Failure::Api => "the API answered an error".into(),
         Failure::WaitTimedOut => "timed out".into(),
     }
@@ -204,12 +210,25 @@ impl ServerHandler for PayrollMcp {
         params: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let Some(tool) = self.tools.iter().find(|t| t.name == params.name) else {
+        // Only a tool listed for this key is called: one it hides is refused here, as an
+        // unknown one is, whatever the client asks.
+        let granted = self.granted().await?;
+        let Some(tool) = self
+            .tools
+            .iter()
+            .find(|t| t.name == params.name && allowed(t, &granted))
+        else {
             return Err(McpError::invalid_params(
-                format!("no tool named {}", params.name),
-                Some(
-                    json!({"tools": self.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>()}),
+                format!(
+                    "no tool named {} is offered to this API key (tools/list names those it may call)",
+                    params.name
                 ),
+                Some(json!({"tools": self
+                    .tools
+                    .iter()
+                    .filter(|t| allowed(t, &granted))
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()})),
             ));
         };
         Ok(self.call(tool, params).await.into())

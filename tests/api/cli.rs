@@ -1033,3 +1033,66 @@ async fn csv_output_defuses_formulas_and_tables_never_drive_the_terminal() {
         }
     }
 }
+
+/// A "server" that answers every request with a chunked body of `total` bytes of JSON-ish
+/// filler (or until the client goes); the bytes it managed to write are counted.
+fn flooding_server(total: usize) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::{
+        io::Write,
+        net::TcpListener,
+        sync::{Arc, atomic::AtomicUsize, atomic::Ordering},
+        thread,
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").expect("flood");
+    let port = listener.local_addr().expect("addr").port();
+    let written = Arc::new(AtomicUsize::new(0));
+    let counter = written.clone();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut client) = conn else { break };
+            let counter = counter.clone();
+            thread::spawn(move || {
+                let _request = read_message(&mut client);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                            transfer-encoding: chunked\r\n\r\n";
+                if client.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                let chunk = vec![b' '; 64 * 1024];
+                let mut sent = 0;
+                while sent < total {
+                    let framed =
+                        [format!("{:x}\r\n", chunk.len()).as_bytes(), &chunk, b"\r\n"].concat();
+                    if client.write_all(&framed).is_err() {
+                        return;
+                    }
+                    sent += chunk.len();
+                    counter.fetch_add(chunk.len(), Ordering::Relaxed);
+                }
+                client.write_all(b"0\r\n\r\n").ok();
+            });
+        }
+    });
+    (port, written)
+}
+
+#[actix_web::test]
+async fn an_answer_larger_than_16_mib_is_not_read() {
+    // 256 MiB offered; the CLI stops at 16 MiB, says so and does not retry.
+    let (port, written) = flooding_server(256 << 20);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
+    command
+        .args(["runs", "list"])
+        .env("PAYROLL_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("PAYROLL_API_KEY", "mpk_test_flood");
+    let out = output(command).await;
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("larger than 16 MiB"),
+        "{}",
+        stderr(&out)
+    );
+    let sent = written.load(std::sync::atomic::Ordering::Relaxed);
+    // What the kernel's buffers hold beside the 16 MiB read, never the whole flood.
+    assert!(sent < 64 << 20, "{} MiB written to the CLI", sent >> 20);
+}

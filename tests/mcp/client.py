@@ -156,6 +156,27 @@ async def pay_a_run(agent):
     listed = await agent.ok("listEmployees", search="ada")
     assert [e["id"] for e in listed["data"]] == [ada["data"]["id"]], listed
 
+    # An idempotency_key that is not a UUID v4 is named as the fault, never as a server that
+    # could not be reached; nothing is written.
+    for malformed in ("not-a-key", "3f2b8c1e-9d4a-1b7e-8f6a-1c2d3e4f5a6b", 42):
+        refused = await agent.session.call_tool(
+            "createEmployee",
+            {
+                "name": "Eve",
+                "email": "eve@example.com",
+                "salary_usd_cents": 1,
+                "network": "BASE",
+                "wallet_address": "0x" + "22" * 20,
+                "idempotency_key": malformed,
+            },
+        )
+        assert refused.is_error, texts(refused)
+        said = texts(refused)[0]
+        assert "idempotency_key" in said and "UUID v4" in said, said
+        assert "could not be reached" not in said, said
+    none = await agent.ok("listEmployees", search="eve")
+    assert none["data"] == [], none
+
     # A bad argument is the API's 400, naming it; the process carries on.
     bad = await agent.error(
         "createPayrollRun",
@@ -261,9 +282,17 @@ async def with_payroll_read(operations):
             # Every listed tool reads, but sync, which payroll:read may call.
             writes = {n for n, t in tools.items() if not t.annotations.read_only_hint}
             assert writes == {"syncPayrollRun"}, writes
-            # A tool the key may not call is still the API's answer: 403.
+            # A tool the key may not call is refused by the MCP server itself, as an unknown
+            # one is: the call never reaches the API.
+            for hidden in ("executePayrollRun", "createEmployee", "revokeApiKey", "noSuchTool"):
+                try:
+                    await session.call_tool(hidden, {"run_id": "run_x"})
+                except MCPError as err:
+                    assert "is offered to this API key" in str(err), err
+                    assert hidden in str(err), err
+                else:
+                    raise AssertionError(f"{hidden} was called with a payroll:read key")
             agent = Agent(session)
-            await agent.error("executePayrollRun", "INSUFFICIENT_SCOPE", run_id="run_x")
             me = await agent.ok("getCurrentApiKey")
             assert me["data"]["scopes"] == ["payroll:read"], me
 
@@ -272,9 +301,14 @@ async def with_no_server():
     async with session_for(ADMIN_KEY, CLOSED_URL) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
-            result = await session.call_tool("getPayrollRun", {"run_id": "run_x"})
-            assert result.is_error, texts(result)
-            assert CLOSED_URL in texts(result)[0], texts(result)
+            # Which tools the key may call cannot be known: the call is refused, naming the
+            # server that could not be reached.
+            try:
+                await session.call_tool("getPayrollRun", {"run_id": "run_x"})
+            except MCPError as err:
+                assert CLOSED_URL in str(err), err
+            else:
+                raise AssertionError("a tool called without a server to read the key from")
             try:
                 await session.list_tools()
             except MCPError as err:
