@@ -18,3 +18,14 @@ pub fn client_config() -> Option<rustls::ClientConfig> {
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Some(config)
 }
+
+#[cfg(test)]
+mod tests {
+    /// No HTTP/2 connection is ever made (deny.toml's h2 exception rests on it): the TLS of
+    /// webhooks and the exchange offers http/1.1 alone in ALPN.
+    #[test]
+    fn alpn_offers_http1_alone() {
+        let config = super::client_config().expect("TLS");
+        assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    }
+}

@@ -713,4 +713,12 @@ mod tests {
     fn query_values_are_encoded() {
         assert_eq!(encode("a b&c"), "a%20b%26c");
     }
+
+    /// No HTTP/2 connection is ever made (deny.toml's h2 exception rests on it): an
+    /// `https://` base URL offers http/1.1 alone in ALPN.
+    #[test]
+    fn alpn_offers_http1_alone() {
+        let config = tls_config(None).expect("TLS");
+        assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    }
 }
