@@ -1,10 +1,12 @@
 //! The SSRF guard (CONTRACT §10): endpoint URLs must be `https://` (or `http://` when
-//! `webhooks.allow_http`), and their host must not resolve to a loopback, private, link-local or
-//! multicast address (unless `webhooks.allow_private_networks`). It runs at registration and
+//! `webhooks.allow_http`), and their host must not resolve to a loopback, private, link-local,
+//! multicast, documentation or reserved address, nor to one that reaches IPv4 through a
+//! gateway or tunnel (NAT64, 6to4, Teredo, IPv4-translated; unless
+//! `webhooks.allow_private_networks`). It runs at registration and
 //! again at every attempt: the delivery client resolves names through [`GuardedResolver`], so
 //! the address connected to is the address checked.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use actix_tls::connect::Resolve;
 use futures_util::future::LocalBoxFuture;
@@ -26,40 +28,59 @@ pub struct Refused(pub String);
 pub fn non_public_kind(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => v4_kind(v4),
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return v4_kind(v4);
-            }
-            let segments = v6.segments();
-            let first = segments[0];
-            if v6.is_loopback() {
-                Some("loopback")
-            } else if v6.is_unspecified() {
-                Some("unspecified")
-            } else if v6.is_multicast() {
-                Some("multicast")
-            } else if first & 0xfe00 == 0xfc00 {
-                Some("private")
-            } else if first & 0xffc0 == 0xfe80 || first & 0xffc0 == 0xfec0 {
-                Some("link-local")
-            } else if first == 0x64 && segments[1] == 0xff9b {
-                // NAT64 (64:ff9b::/96, 64:ff9b:1::/48): reaches IPv4 addresses through a gateway.
-                Some("translated")
-            } else if first == 0x2002 {
-                // 6to4: an IPv4 address inside.
-                Some("translated")
-            } else if segments[..6].iter().all(|s| *s == 0) {
-                // IPv4-compatible (::a.b.c.d).
-                Some("translated")
-            } else {
-                None
-            }
-        }
+        IpAddr::V6(v6) => v6_kind(v6),
+    }
+}
+
+fn v6_kind(v6: Ipv6Addr) -> Option<&'static str> {
+    // IPv4-mapped (::ffff:a.b.c.d) is the IPv4 address itself.
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return v4_kind(v4);
+    }
+    let segments = v6.segments();
+    let first = segments[0];
+    let embedded = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    // Addresses that reach an IPv4 address through a gateway or a tunnel: refused whatever the
+    // address inside, named by it when it is not public either.
+    let translated = |v4: Ipv4Addr| Some(v4_kind(v4).unwrap_or("translated"));
+    if v6.is_loopback() {
+        Some("loopback")
+    } else if v6.is_unspecified() {
+        Some("unspecified")
+    } else if v6.is_multicast() {
+        Some("multicast")
+    } else if first & 0xfe00 == 0xfc00 {
+        Some("private")
+    } else if first & 0xffc0 == 0xfe80 || first & 0xffc0 == 0xfec0 {
+        Some("link-local")
+    } else if first == 0x64 && segments[1] == 0xff9b {
+        // NAT64 (64:ff9b::/96, and the local-use 64:ff9b:1::/48).
+        translated(embedded(segments[6], segments[7]))
+    } else if first == 0x2002 {
+        // 6to4 (2002::/16): the IPv4 address is in the second and third groups.
+        translated(embedded(segments[1], segments[2]))
+    } else if first == 0x2001 && segments[1] == 0 {
+        // Teredo (2001::/32): the client's IPv4 address, inverted, is in the last two groups.
+        translated(embedded(!segments[6], !segments[7]))
+    } else if segments[..4].iter().all(|s| *s == 0) && segments[4] == 0xffff && segments[5] == 0 {
+        // IPv4-translated (::ffff:0:a.b.c.d, SIIT).
+        translated(embedded(segments[6], segments[7]))
+    } else if segments[..6].iter().all(|s| *s == 0) {
+        // IPv4-compatible (::a.b.c.d).
+        translated(embedded(segments[6], segments[7]))
+    } else if first == 0x2001 && segments[1] == 0x0db8 {
+        // Documentation (2001:db8::/32).
+        Some("documentation")
+    } else if first == 0x0100 && segments[1..4].iter().all(|s| *s == 0) {
+        // Discard-only (100::/64).
+        Some("reserved")
+    } else {
+        None
     }
 }
 
 fn v4_kind(v4: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, ..] = v4.octets();
+    let [a, b, c, _] = v4.octets();
     if v4.is_loopback() {
         Some("loopback")
     } else if v4.is_private() || (a == 100 && (64..128).contains(&b)) {
@@ -70,11 +91,16 @@ fn v4_kind(v4: Ipv4Addr) -> Option<&'static str> {
         Some("multicast")
     } else if v4.is_unspecified() || a == 0 {
         Some("unspecified")
+    } else if (a, b, c) == (192, 0, 2) || (a, b, c) == (198, 51, 100) || (a, b, c) == (203, 0, 113)
+    {
+        // TEST-NET-1, -2 and -3.
+        Some("documentation")
     } else if v4.is_broadcast()
         || a >= 240
-        || (a == 192 && b == 0 && v4.octets()[2] == 0)
+        || (a, b, c) == (192, 0, 0)
         || (a == 198 && (18..20).contains(&b))
     {
+        // Reserved (240.0.0.0/4), IETF protocol assignments, benchmarking (198.18.0.0/15).
         Some("reserved")
     } else {
         None
@@ -268,9 +294,12 @@ mod tests {
             ("255.255.255.255", "reserved"),
             ("240.0.0.1", "reserved"),
             ("198.18.0.1", "reserved"),
-            ("64:ff9b::a00:5", "translated"),
-            ("2002:a00:1::1", "translated"),
-            ("::a00:1", "translated"),
+            ("64:ff9b::a00:5", "private"),
+            ("64:ff9b::808:808", "translated"),
+            ("2002:a00:1::1", "private"),
+            ("2002:808:808::1", "translated"),
+            ("::a00:1", "private"),
+            ("::808:808", "translated"),
             ("fec0::1", "link-local"),
             ("::1", "loopback"),
             ("::", "unspecified"),
@@ -327,5 +356,140 @@ mod tests {
             .await
             .expect_err("refused at connect time");
         assert!(err.to_string().contains("loopback"));
+    }
+
+    /// Names answered from a table, never by a resolver: no test connects anywhere.
+    struct Stub(Vec<(&'static str, IpAddr)>);
+
+    impl NameLookup for Stub {
+        fn lookup_host<'a>(
+            &'a self,
+            host: &'a str,
+            port: u16,
+        ) -> LocalBoxFuture<'a, std::io::Result<Vec<SocketAddr>>> {
+            let found: Vec<SocketAddr> = self
+                .0
+                .iter()
+                .filter(|(name, _)| *name == host)
+                .map(|(_, ip)| SocketAddr::new(*ip, port))
+                .collect();
+            Box::pin(async move { Ok(found) })
+        }
+    }
+
+    /// One address of each range that is not public although it looks it, with its kind.
+    const HIDDEN: &[(&str, &str)] = &[
+        // IPv4-translated (::ffff:0:0:0/96) and IPv4-mapped (::ffff:0:0/96).
+        ("::ffff:0:808:808", "translated"),
+        ("::ffff:0:7f00:1", "loopback"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:192.0.2.1", "documentation"),
+        // NAT64, with the IPv4 address inside checked.
+        ("64:ff9b::808:808", "translated"),
+        ("64:ff9b::7f00:1", "loopback"),
+        ("64:ff9b::a9fe:a9fe", "link-local"),
+        ("64:ff9b:1::1", "unspecified"),
+        // 6to4.
+        ("2002:808:808::", "translated"),
+        ("2002:7f00:1::", "loopback"),
+        ("2002:c0a8:101::1", "private"),
+        // Teredo: the client address inverted (7f00:1 as 80ff:fffe).
+        ("2001:0:4136:e378:8000:63bf:f7f7:f7f7", "translated"),
+        ("2001:0:4136:e378:8000:63bf:80ff:fffe", "loopback"),
+        // Documentation.
+        ("192.0.2.10", "documentation"),
+        ("198.51.100.7", "documentation"),
+        ("203.0.113.200", "documentation"),
+        ("2001:db8::1", "documentation"),
+        ("2001:db8:ffff::1", "documentation"),
+        // Benchmarking, reserved.
+        ("198.18.0.1", "reserved"),
+        ("198.19.255.254", "reserved"),
+        ("240.0.0.1", "reserved"),
+        ("255.255.255.254", "reserved"),
+        ("100::1", "reserved"),
+    ];
+
+    #[test]
+    fn ranges_that_look_public_are_named() {
+        for (ip, kind) in HIDDEN {
+            let ip: IpAddr = ip.parse().expect("ip");
+            assert_eq!(non_public_kind(ip), Some(*kind), "{ip}");
+        }
+        // Their neighbours are public.
+        for ip in [
+            "192.0.3.1",
+            "198.51.101.1",
+            "203.0.114.1",
+            "198.20.0.1",
+            "2001:db9::1",
+            "2001:1::1",
+            "2003::1",
+            "64:ff9a::1",
+        ] {
+            let parsed: IpAddr = ip.parse().expect("ip");
+            assert_eq!(non_public_kind(parsed), None, "{ip}");
+        }
+    }
+
+    #[actix_rt::test]
+    async fn each_range_is_refused_at_registration_and_at_connect() {
+        let stub = Stub(
+            HIDDEN
+                .iter()
+                .enumerate()
+                .map(|(n, (ip, _))| {
+                    let name: &'static str =
+                        Box::leak(format!("h{n}.example.com").into_boxed_str());
+                    (name, ip.parse().expect("ip"))
+                })
+                .chain([("public.example.com", "8.8.4.4".parse().expect("ip"))])
+                .collect(),
+        );
+        let resolver = GuardedResolver {
+            policy: STRICT,
+            names: Stub(stub.0.clone()),
+        };
+        for (n, (ip, kind)) in HIDDEN.iter().enumerate() {
+            let host = format!("h{n}.example.com");
+            // At registration: the name's addresses, and the address as a literal.
+            let err = STRICT
+                .check_url_resolved_by(&format!("https://{host}/hook"), &stub)
+                .await
+                .expect_err(ip);
+            assert!(err.0.contains(kind), "{ip}: {err}");
+            let literal = if ip.contains(':') {
+                format!("https://[{ip}]/hook")
+            } else {
+                format!("https://{ip}/hook")
+            };
+            let err = STRICT.check_url(&literal).expect_err(ip);
+            assert!(err.0.contains(kind), "{ip}: {err}");
+            // At connect: what the delivery client's resolver answers.
+            let err = resolver.lookup(&host, 443).await.expect_err(ip);
+            assert!(err.to_string().contains(kind), "{ip}: {err}");
+            let bare = resolver.lookup(ip, 443).await.expect_err(ip);
+            assert!(bare.to_string().contains(kind), "{ip}: {bare}");
+        }
+        // A public name passes both, and allow_private_networks lets the others through.
+        STRICT
+            .check_url_resolved_by("https://public.example.com/hook", &stub)
+            .await
+            .expect("public");
+        let found = resolver
+            .lookup("public.example.com", 443)
+            .await
+            .expect("public");
+        assert_eq!(
+            found,
+            vec!["8.8.4.4:443".parse::<SocketAddr>().expect("addr")]
+        );
+        let open = GuardPolicy {
+            allow_http: false,
+            allow_private_networks: true,
+        };
+        open.check_url_resolved_by("https://h0.example.com/hook", &stub)
+            .await
+            .expect("allowed");
     }
 }
