@@ -161,6 +161,8 @@ pub struct ApiSettings {
     pub max_import_rows: usize,
     /// A request's whole body must arrive within this long of its head (else 408).
     pub body_read_timeout_ms: u64,
+    /// Imports this instance runs at once; another meanwhile → 429 with `Retry-After`.
+    pub max_concurrent_imports: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -325,6 +327,9 @@ impl Settings {
         }
         if self.api.body_read_timeout_ms == 0 {
             return bad("api.body_read_timeout_ms", "must be at least 1");
+        }
+        if self.api.max_concurrent_imports == 0 {
+            return bad("api.max_concurrent_imports", "must be at least 1");
         }
         if self.audit.path_max_chars < 16 {
             return bad("audit.path_max_chars", "must be at least 16");

@@ -516,7 +516,14 @@ fn error_statuses(spec: &RouteSpec) -> Vec<(u16, &'static str)> {
     if spec.access != crate::http::route::Access::Public {
         out.push((401, "Missing, unknown, revoked or expired API key"));
         out.push((403, "The key lacks the required scope (INSUFFICIENT_SCOPE)"));
-        out.push((429, "Rate limited (RATE_LIMITED); see Retry-After"));
+        out.push(if spec.body == crate::http::route::BodyKind::Import {
+            (
+                429,
+                "Rate limited, or another import running (RATE_LIMITED, reason import_in_progress); see Retry-After",
+            )
+        } else {
+            (429, "Rate limited (RATE_LIMITED); see Retry-After")
+        });
     }
     if spec.path.contains('{') {
         out.push((404, "No such resource (RESOURCE_NOT_FOUND)"));

@@ -56,6 +56,8 @@ pub struct AppState {
     pub drain: Arc<Drain>,
     /// Whether the mailer can reach its mail server (or write its outbox folder).
     pub mail_transport: Arc<TransportHealth>,
+    /// Imports running now, at most `api.max_concurrent_imports`.
+    pub imports: Arc<tokio::sync::Semaphore>,
 }
 
 /// The actors handlers talk to.
@@ -100,6 +102,7 @@ impl AppState {
             // The service locks a SQLite file: this process is its one writer.
             None => Changes::Local(db.clone()),
         };
+        let imports = settings.api.max_concurrent_imports;
         AppState {
             settings,
             db,
@@ -120,6 +123,7 @@ impl AppState {
             run_changes,
             drain: Arc::default(),
             mail_transport: actors.mail_transport,
+            imports: Arc::new(tokio::sync::Semaphore::new(imports)),
         }
     }
 }

@@ -38,7 +38,10 @@ pub fn spawn_server(
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_payroll"))
+    // Another build of the server (an older commit's, to compare) when PAYROLL_BENCH_BIN names it.
+    let binary =
+        std::env::var("PAYROLL_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_payroll").into());
+    let child = std::process::Command::new(binary)
         .arg("serve")
         .env("PAYROLL__SERVER__PORT", port.to_string())
         .env("PAYROLL__DATA__DIR", data_dir)

@@ -73,7 +73,9 @@ pub(super) async fn read_body(
     }
     let mut payload = req.take_payload();
     let read = async {
-        let mut body = web::BytesMut::new();
+        // Sized by its declared length (within the limit): a large body is not copied as the
+        // buffer doubles.
+        let mut body = web::BytesMut::with_capacity(declared.unwrap_or(0).min(limit));
         while let Some(chunk) = payload.next().await {
             // A payload error is the connection ending (or breaking) inside the body: what
             // arrived is a part, never taken for the whole.

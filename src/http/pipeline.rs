@@ -379,6 +379,12 @@ async fn admit(
         None
     };
 
+    // An import takes its place before its body is read: one refused holds no memory.
+    let import_permit = if route.body == BodyKind::Import {
+        Some(import_place(state)?)
+    } else {
+        None
+    };
     let limit = match route.body {
         BodyKind::Import => state.settings.api.max_import_bytes,
         _ => state.settings.api.max_body_bytes,
@@ -449,6 +455,7 @@ async fn admit(
         query: req.query_string().to_owned(),
         path: facts.path.clone(),
         state: state.clone(),
+        import_permit,
     })))
 }
 
@@ -559,6 +566,35 @@ pub(crate) fn rate_limit(state: &AppState, key_id: &str) -> Result<(), ApiError>
         }
     }
 }
+
+/// A place among the imports this instance runs at once (`api.max_concurrent_imports`), or
+/// 429 `RATE_LIMITED` (`reason: import_in_progress`) with `Retry-After`, the body left unread
+/// and the connection closed.
+fn import_place(state: &AppState) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
+    state.imports.clone().try_acquire_owned().map_err(|_| {
+        let limit = state.settings.api.max_concurrent_imports;
+        let mut err = ApiError::new(
+            ErrorCode::RateLimited,
+            format!(
+                "Another import is running on this server (at most {limit} at once); \
+                 nothing was read or done."
+            ),
+        )
+        .detail("reason", "import_in_progress")
+        .detail("limit", limit as u64)
+        .detail("retry_after_seconds", IMPORT_RETRY_AFTER_SECONDS)
+        .hint(
+            "Send the import again after Retry-After seconds, with the same Idempotency-Key; \
+             imports run one after another.",
+        );
+        err.retry_after = Some(IMPORT_RETRY_AFTER_SECONDS);
+        err.close_connection = true;
+        err
+    })
+}
+
+/// How long a refused import is asked to wait: a 100,000-row import takes a few seconds.
+const IMPORT_RETRY_AFTER_SECONDS: u64 = 5;
 
 /// JSON (also when no Content-Type is sent), or CSV where the route takes it.
 fn media_type(headers: &HeaderMap, kind: BodyKind, body: &[u8]) -> Result<BodyType, ApiError> {

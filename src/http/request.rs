@@ -68,6 +68,8 @@ pub struct RequestInfo {
     /// The full request path, as audited.
     pub path: String,
     pub state: web::Data<crate::state::AppState>,
+    /// An import's place among `api.max_concurrent_imports`, given back when the request ends.
+    pub import_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// The request context handlers take as an argument.

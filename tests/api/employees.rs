@@ -263,6 +263,57 @@ async fn an_import_over_the_row_cap_is_refused_whole() {
 }
 
 #[actix_web::test]
+async fn rows_are_checked_as_they_are_read_and_the_row_cap_comes_first() {
+    let app = spawn_app_with(|s| s.api.max_import_rows = 1500).await;
+    let bad = |i: usize| json!({"name": format!("P{i}"), "email": "not-an-email", "salary_usd_cents": -1});
+    // 1,200 bad rows within the cap: the first 1,000 errors listed, in row order, and a note.
+    let rows: Vec<Value> = (0..1200).map(bad).collect();
+    let res = app.post("/api/v1/employees/import", json!(rows)).await;
+    assert_eq!(res.status, 400, "{}", &res.text[..res.text.len().min(500)]);
+    let errors = res.json["error"]["details"]["validation_errors"]
+        .as_array()
+        .expect("errors");
+    // A row's errors are listed together: the list ends within one row past 1,000.
+    assert!((1001..1010).contains(&errors.len()), "{}", errors.len());
+    assert_eq!(errors[0]["field"], "rows[0].email");
+    let last = errors.last().expect("note");
+    assert!(
+        last["message"]
+            .as_str()
+            .expect("message")
+            .contains("first 1000")
+    );
+    assert!(
+        !res.text.contains("rows[1199]"),
+        "rows after the list are not checked"
+    );
+    // 2,000 bad rows over a cap of 1,500: rows past the full error list are still counted,
+    // so the import is refused as too large (413 before 400), JSON and CSV alike.
+    let rows: Vec<Value> = (0..2000).map(bad).collect();
+    let res = app.post("/api/v1/employees/import", json!(rows)).await;
+    assert_eq!(res.status, 413, "{}", &res.text[..res.text.len().min(500)]);
+    assert_eq!(res.json["error"]["details"]["limit_rows"], 1500);
+    let mut csv = "name,email,salary_usd_cents,network,wallet_address\n".to_owned();
+    for i in 0..2000 {
+        csv += &format!("P{i},not-an-email,-1,BASE,0x1\n");
+    }
+    let res = app.import_csv(csv).await;
+    assert_eq!(res.status, 413, "{}", &res.text[..res.text.len().min(500)]);
+    // A row that is not an object, between good ones, is named by its index.
+    let rows = json!([row(0), 7, row(2)]);
+    let res = app.post("/api/v1/employees/import", rows).await;
+    assert_eq!(res.status, 400, "{}", res.text);
+    assert_eq!(
+        res.json["error"]["details"]["validation_errors"][0]["field"],
+        "rows[1]"
+    );
+    assert_eq!(
+        app.get("/api/v1/employees").await.json["pagination"]["total"],
+        0
+    );
+}
+
+#[actix_web::test]
 async fn import_is_all_or_nothing_and_upserts_by_email() {
     let app = spawn_app().await;
     let mut rows: Vec<Value> = (0..5).map(row).collect();

@@ -230,3 +230,108 @@ async fn slow_bodies_are_cut_at_the_deadline_while_others_are_served() {
     }
     assert_eq!(employee_count(&app).await, 0);
 }
+
+#[actix_web::test]
+async fn one_import_at_a_time_the_others_are_told_when_to_come_back() {
+    let app = spawn_app().await;
+    let csv = csv_rows();
+    let address = app.address.trim_start_matches("http://").to_owned();
+    // Import A: its head and half its body, the rest held back while B is tried.
+    let mut a = TcpStream::connect(&address).await.expect("connect");
+    let head = format!(
+        "POST /api/v1/employees/import HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {}\r\n\
+         Idempotency-Key: {}\r\nContent-Type: text/csv\r\nContent-Length: {}\r\n\r\n",
+        app.key,
+        new_key(),
+        csv.len()
+    );
+    a.write_all(head.as_bytes()).await.expect("head");
+    let half = csv.len() / 2;
+    a.write_all(&csv.as_bytes()[..half]).await.expect("half");
+
+    // Import B, one row, is refused while A holds the place (tried until A has taken it).
+    let email = "later@example.com";
+    let b_csv = format!(
+        "name,email,salary_usd_cents,network,wallet_address\nLater,{email},100,BASE,{}\n",
+        evm_address(email)
+    );
+    let b_key = new_key();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let refused = loop {
+        let res = app
+            .send(
+                "POST",
+                "/api/v1/employees/import",
+                Some(&app.key),
+                Some(&b_key),
+                Some(b_csv.clone().into_bytes()),
+                &[("Content-Type", "text/csv")],
+            )
+            .await;
+        if res.status == 429 {
+            break res;
+        }
+        // B went first (A's head not read yet): its key now replays that answer, and is
+        // refused like any import while A holds the place.
+        assert_eq!(res.status, 200, "{}", res.text);
+        assert!(Instant::now() < deadline, "A never held the import place");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(refused.code(), "RATE_LIMITED", "{}", refused.text);
+    let details = &refused.json["error"]["details"];
+    assert_eq!(details["reason"], "import_in_progress", "{}", refused.text);
+    assert_eq!(details["limit"], 1);
+    assert_eq!(refused.header("retry-after"), Some("5"));
+    assert_eq!(details["retry_after_seconds"], 5);
+    assert_eq!(refused.header("connection"), Some("close"));
+    let hint = refused.json["error"]["recovery_hint"]
+        .as_str()
+        .unwrap_or("");
+    assert!(hint.contains("same Idempotency-Key"), "{hint}");
+    let found = app.get("/api/v1/employees?search=later").await;
+    assert_eq!(found.json["data"], json!([]), "nothing of B was written");
+
+    // A goes on and completes whole.
+    a.write_all(&csv.as_bytes()[half..]).await.expect("rest");
+    let mut answer = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let (status, body) = loop {
+        let n = tokio::time::timeout(Duration::from_secs(10), a.read(&mut buf))
+            .await
+            .expect("A answered in time")
+            .expect("read");
+        assert!(n > 0, "A's connection closed without an answer");
+        answer.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&answer);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if body.len() >= length {
+                break parse(&answer);
+            }
+        }
+    };
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["created"], 100, "{body}");
+
+    // B, sent again under the key of its refusal, runs once the place is free.
+    let res = app
+        .send(
+            "POST",
+            "/api/v1/employees/import",
+            Some(&app.key),
+            Some(&b_key),
+            Some(b_csv.into_bytes()),
+            &[("Content-Type", "text/csv")],
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["created"], 1);
+    assert_eq!(employee_count(&app).await, 101);
+}

@@ -138,7 +138,13 @@ async fn table_counts(db: &payroll_entities::db::Db) -> Vec<(&'static str, i64)>
 #[actix_web::test]
 async fn every_route_refuses_every_unusable_key_and_changes_nothing() {
     use payroll::{http::route::Access, routes::ROUTES};
-    let app = crate::helpers::spawn_app_with(|s| s.auth.rotation_grace_seconds = 0).await;
+    // Every refusal is recorded here: the per-peer limit on refusals without a usable key
+    // (audit.unauthenticated_per_second) is proven in tests/api/audit.rs.
+    let app = crate::helpers::spawn_app_with(|s| {
+        s.auth.rotation_grace_seconds = 0;
+        s.audit.unauthenticated_per_second = 1_000_000;
+    })
+    .await;
     // Something to find behind every path parameter, so a refusal is not a 404 in disguise.
     let employee = app
         .create_employee("Guarded", "guarded@example.com", 1_000)

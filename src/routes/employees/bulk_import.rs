@@ -19,20 +19,113 @@ use crate::http::{
     request::{ApiRequest, BodyType, malformed_json},
 };
 
-/// The import rows as JSON objects, from a JSON array or a CSV document with a header row; more
-/// than `api.max_import_rows` rows is refused before the rest is read.
-fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
+/// The rows of an import as they are read, one at a time: each is validated and kept only in
+/// its checked form (never the whole document as JSON values), so an import holds its body and
+/// its employees, nothing more. All or nothing still holds: every row is checked before any is
+/// written.
+struct Rows {
+    cap: usize,
+    count: usize,
+    valid: Vec<(ValidEmployee, u8)>,
+    errors: Vec<FieldError>,
+    /// Rows by lower-cased email, to name a duplicate's first row.
+    seen: HashMap<String, usize>,
+    /// More than `cap` rows: the rest is not read.
+    too_many: bool,
+}
+
+/// At most this many errors are listed; the rows after them are not checked.
+const MAX_ERRORS: usize = 1000;
+
+impl Rows {
+    fn new(cap: usize) -> Rows {
+        Rows {
+            cap,
+            count: 0,
+            valid: Vec::new(),
+            errors: Vec::new(),
+            seen: HashMap::new(),
+            too_many: false,
+        }
+    }
+
+    /// Whether the next row is still checked: the error list is not full. Rows past it are
+    /// only counted, so that an import over the row limit is refused as such (413 before 400).
+    fn checks_more(&self) -> bool {
+        self.errors.len() < MAX_ERRORS
+    }
+
+    /// Counts the next row; `false` (and `too_many`) when it is one over the cap.
+    fn count_one(&mut self) -> bool {
+        if self.count == self.cap {
+            self.too_many = true;
+            return false;
+        }
+        self.count += 1;
+        true
+    }
+
+    /// Takes the next row: counted, then checked; `false` once no more rows are to be read.
+    fn take(&mut self, row: Value) -> bool {
+        let i = self.count;
+        if !self.count_one() {
+            return false;
+        }
+        self.check(i, row);
+        if !self.checks_more() {
+            self.errors.push(FieldError::new(
+                "",
+                "too many errors; the first 1000 are listed",
+            ));
+        }
+        true
+    }
+
+    fn check(&mut self, i: usize, row: Value) {
+        let prefix = format!("rows[{i}].");
+        if !row.is_object() {
+            self.errors.push(FieldError::new(
+                format!("rows[{i}]"),
+                "each row must be a JSON object",
+            ));
+            return;
+        }
+        let present: u8 = OPTIONAL_FIELDS
+            .iter()
+            .enumerate()
+            .filter(|(_, (name, _))| row.get(*name).is_some())
+            .fold(0, |mask, (bit, _)| mask | (1 << bit));
+        let (input, type_errors) = parse_partial::<EmployeeInput>(row);
+        let mut row_errors: Vec<FieldError> = type_errors
+            .into_iter()
+            .map(|e| FieldError::new(format!("{prefix}{}", e.field), e.message))
+            .collect();
+        let Some(input) = input else {
+            self.errors.append(&mut row_errors);
+            return;
+        };
+        let mut checks = Vec::new();
+        let valid = validate(&input, &prefix, &mut checks);
+        merge_errors(&mut row_errors, checks);
+        let had_errors = !row_errors.is_empty();
+        self.errors.append(&mut row_errors);
+        if let Some(valid) = valid.filter(|_| !had_errors) {
+            if let Some(first) = self.seen.insert(valid.email.to_lowercase(), i) {
+                self.errors.push(FieldError::new(
+                    format!("{prefix}email"),
+                    format!("the same email as rows[{first}]"),
+                ));
+            }
+            self.valid.push((valid, present));
+        }
+    }
+}
+
+/// Reads the import's rows (a JSON array, or CSV with a header row) one at a time into
+/// `Rows`; more than `api.max_import_rows` rows is refused without reading the rest.
+fn read_rows(req: &ApiRequest) -> Result<Rows, ApiError> {
     let cap = req.state().settings.api.max_import_rows;
-    let too_many = || {
-        ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!(
-                "The import holds more than {cap} rows; split it into imports of at most {cap} rows."
-            ),
-        )
-        .detail("limit_rows", cap as u64)
-        .detail("limit_bytes", req.state().settings.api.max_import_bytes as u64)
-    };
+    let mut rows = Rows::new(cap);
     match req.body_type {
         BodyType::Json => {
             let starts_as_array = req
@@ -49,11 +142,10 @@ fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
                 )]));
             }
             let mut deserializer = serde_json::Deserializer::from_slice(&req.body);
-            let rows = CappedRows(cap)
+            EachRow(&mut rows)
                 .deserialize(&mut deserializer)
-                .and_then(|rows| deserializer.end().map(|()| rows))
+                .and_then(|()| deserializer.end())
                 .map_err(malformed_json)?;
-            rows.ok_or_else(too_many)
         }
         BodyType::Csv => {
             let mut reader = csv::ReaderBuilder::new()
@@ -65,17 +157,25 @@ fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
                     ApiError::validation(vec![FieldError::new("", format!("CSV header row: {e}"))])
                 })?
                 .clone();
-            let mut rows = Vec::new();
-            for (i, record) in reader.records().enumerate() {
-                if i == cap {
-                    return Err(too_many());
+            let mut record = csv::StringRecord::new();
+            loop {
+                let i = rows.count;
+                match reader.read_record(&mut record) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        return Err(ApiError::validation(vec![FieldError::new(
+                            format!("rows[{i}]"),
+                            format!("CSV: {e}"),
+                        )]));
+                    }
                 }
-                let record = record.map_err(|e| {
-                    ApiError::validation(vec![FieldError::new(
-                        format!("rows[{i}]"),
-                        format!("CSV: {e}"),
-                    )])
-                })?;
+                if !rows.checks_more() {
+                    if !rows.count_one() {
+                        break;
+                    }
+                    continue;
+                }
                 let mut row = Map::new();
                 for (header, value) in headers.iter().zip(record.iter()) {
                     if value.is_empty() {
@@ -91,42 +191,63 @@ fn import_rows(req: &ApiRequest) -> Result<Vec<Value>, ApiError> {
                     };
                     row.insert(header.to_owned(), value);
                 }
-                rows.push(Value::Object(row));
+                if !rows.take(Value::Object(row)) {
+                    break;
+                }
             }
-            Ok(rows)
         }
     }
+    if rows.too_many {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "The import holds more than {cap} rows; split it into imports of at most {cap} rows."
+            ),
+        )
+        .detail("limit_rows", cap as u64)
+        .detail("limit_bytes", req.state().settings.api.max_import_bytes as u64));
+    }
+    Ok(rows)
 }
 
-/// Reads a JSON array of at most `.0` elements; `None` when it holds more (the rest is skipped
-/// unread into memory).
-struct CappedRows(usize);
+/// Reads a JSON array an element at a time into [`Rows`]; rows past a full error list are
+/// counted unread into memory, and past the cap the rest is skipped (its syntax still checked).
+struct EachRow<'a>(&'a mut Rows);
 
-impl<'de> DeserializeSeed<'de> for CappedRows {
-    type Value = Option<Vec<Value>>;
+impl<'de> DeserializeSeed<'de> for EachRow<'_> {
+    type Value = ();
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
         deserializer.deserialize_seq(self)
     }
 }
 
-impl<'de> Visitor<'de> for CappedRows {
-    type Value = Option<Vec<Value>>;
+impl<'de> Visitor<'de> for EachRow<'_> {
+    type Value = ();
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.write_str("a JSON array of employees")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        let mut rows = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(self.0));
-        while let Some(row) = seq.next_element::<Value>()? {
-            if rows.len() == self.0 {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let rows = self.0;
+        loop {
+            let more = if rows.checks_more() {
+                match seq.next_element::<Value>()? {
+                    Some(row) => rows.take(row),
+                    None => return Ok(()),
+                }
+            } else {
+                match seq.next_element::<IgnoredAny>()? {
+                    Some(_) => rows.count_one(),
+                    None => return Ok(()),
+                }
+            };
+            if !more {
                 while seq.next_element::<IgnoredAny>()?.is_some() {}
-                return Ok(None);
+                return Ok(());
             }
-            rows.push(row);
         }
-        Ok(Some(rows))
     }
 }
 
@@ -146,56 +267,11 @@ const OPTIONAL_FIELDS: [(&str, employee::Column); 5] = [
     responses((status = 200, description = "How many employees were created and updated", body = ImportResult)))]
 #[tracing::instrument(skip_all)]
 pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
-    let rows = import_rows(&req)?;
-    let mut errors = Vec::new();
-    let mut valid_rows = Vec::with_capacity(rows.len());
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for (i, row) in rows.into_iter().enumerate() {
-        let prefix = format!("rows[{i}].");
-        let present: u8 = OPTIONAL_FIELDS
-            .iter()
-            .enumerate()
-            .filter(|(_, (name, _))| row.get(*name).is_some())
-            .fold(0, |mask, (bit, _)| mask | (1 << bit));
-        if !row.is_object() {
-            errors.push(FieldError::new(
-                format!("rows[{i}]"),
-                "each row must be a JSON object",
-            ));
-            continue;
-        }
-        let (input, type_errors) = parse_partial::<EmployeeInput>(row);
-        let mut row_errors: Vec<FieldError> = type_errors
-            .into_iter()
-            .map(|e| FieldError::new(format!("{prefix}{}", e.field), e.message))
-            .collect();
-        let Some(input) = input else {
-            errors.append(&mut row_errors);
-            continue;
-        };
-        let mut checks = Vec::new();
-        let valid = validate(&input, &prefix, &mut checks);
-        merge_errors(&mut row_errors, checks);
-        let had_errors = !row_errors.is_empty();
-        errors.append(&mut row_errors);
-        if let Some(valid) = valid.filter(|_| !had_errors) {
-            let key = valid.email.to_lowercase();
-            if let Some(first) = seen.insert(key, i) {
-                errors.push(FieldError::new(
-                    format!("{prefix}email"),
-                    format!("the same email as rows[{first}]"),
-                ));
-            }
-            valid_rows.push((valid, present));
-        }
-        if errors.len() >= 1000 {
-            errors.push(FieldError::new(
-                "",
-                "too many errors; the first 1000 are listed",
-            ));
-            break;
-        }
-    }
+    let Rows {
+        valid: valid_rows,
+        errors,
+        ..
+    } = read_rows(&req)?;
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
@@ -235,15 +311,16 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             ));
         }
     }
-    // Grouped by which optional fields the rows name; converted to SQL a chunk at a time.
-    let mut groups: HashMap<u8, Vec<employee::Model>> = HashMap::new();
-    let mut first_ids = Vec::new();
+    // Grouped by which optional fields the rows name; made into models and SQL a chunk at a
+    // time, each chunk's memory given back once it is written.
+    let first_ids: Vec<String> = valid_rows
+        .iter()
+        .take(20)
+        .map(|(valid, _)| valid.email.to_lowercase())
+        .collect();
+    let mut groups: HashMap<u8, Vec<ValidEmployee>> = HashMap::new();
     for (valid, present) in valid_rows {
-        let model = new_model(valid, now);
-        if first_ids.len() < 20 {
-            first_ids.push(model.email.clone());
-        }
-        groups.entry(present).or_default().push(model);
+        groups.entry(present).or_default().push(valid);
     }
     for (present, models) in groups {
         let mut update_columns = vec![
@@ -268,7 +345,7 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
             let chunk: Vec<employee::ActiveModel> = models
                 .by_ref()
                 .take(1000)
-                .map(IntoActiveModel::into_active_model)
+                .map(|valid| new_model(valid, now).into_active_model())
                 .collect();
             employee::Entity::insert_many(chunk)
                 .on_conflict(on_conflict.clone())
@@ -279,7 +356,7 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let first_ids: Vec<String> = employee::Entity::find()
         .select_only()
         .column(employee::Column::Id)
-        .filter(employee::Column::EmailLower.is_in(first_ids.iter().map(|e| e.to_lowercase())))
+        .filter(employee::Column::EmailLower.is_in(first_ids))
         .into_tuple()
         .all(&*tx)
         .await?;
