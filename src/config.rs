@@ -14,62 +14,9 @@ use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
 
-/// Secrets that are taken from the environment only, with their variables: a config file ends
-/// up in backups and version control (CONTRACT §13).
-const ENV_ONLY: &[(&str, &str)] = &[
-    ("exchange.okx.api_key", "PAYROLL__EXCHANGE__OKX__API_KEY"),
-    (
-        "exchange.okx.secret_key",
-        "PAYROLL__EXCHANGE__OKX__SECRET_KEY",
-    ),
-    (
-        "exchange.okx.passphrase",
-        "PAYROLL__EXCHANGE__OKX__PASSPHRASE",
-    ),
-    // After OKX's three, which `validate_okx` reads in this order.
-    ("auth.key_pepper", "PAYROLL__AUTH__KEY_PEPPER"),
-    ("email.smtp.password", "PAYROLL__EMAIL__SMTP__PASSWORD"),
-];
-
-/// Whether a URL carries a password (`scheme://user:password@host…`).
-fn url_has_password(url: &str) -> bool {
-    let Some((_, rest)) = url.split_once("://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    authority
-        .rsplit_once('@')
-        .is_some_and(|(userinfo, _)| userinfo.contains(':'))
-}
-
-/// A secret value: usable, but never printed by `Debug`.
-#[derive(Clone, Default, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_empty() {
-            "\"\""
-        } else {
-            "\"[redacted]\""
-        })
-    }
-}
+mod secrets;
+use secrets::ENV_ONLY;
+pub use secrets::Secret;
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -203,26 +150,7 @@ impl Settings {
             .clone()
             .build()
             .map_err(|e| ConfigError(e.to_string()))?;
-        for (key, variable) in ENV_ONLY {
-            let set = files
-                .get::<config::Value>(key)
-                .is_ok_and(|v| v.into_string().map_or(true, |s| !s.is_empty()));
-            if set {
-                return Err(ConfigError(format!(
-                    "{key}: a secret; set it in the environment ({variable}), not in a config file"
-                )));
-            }
-        }
-        if files
-            .get::<String>("database.url")
-            .is_ok_and(|url| url_has_password(&url))
-        {
-            return Err(ConfigError(
-                "database.url: it holds a password, a secret; set it in the environment \
-                 (PAYROLL__DATABASE__URL), not in a config file"
-                    .into(),
-            ));
-        }
+        secrets::refuse_in_files(&files)?;
         builder = builder.add_source(
             Environment::with_prefix("PAYROLL")
                 .prefix_separator("__")
@@ -238,41 +166,6 @@ impl Settings {
             .map_err(|e| ConfigError(e.to_string()))?;
         settings.validate()?;
         Ok(settings)
-    }
-
-    /// Each setting in force that makes the service less safe, as the line a WARN says at start
-    /// (CONTRACT §13).
-    pub fn unsafe_settings(&self) -> Vec<&'static str> {
-        let mut unsafe_ones = Vec::new();
-        if self.webhooks.allow_http {
-            unsafe_ones
-                .push("webhooks.allow_http = true: webhook deliveries may go over plain HTTP");
-        }
-        if self.webhooks.allow_private_networks {
-            unsafe_ones.push(
-                "webhooks.allow_private_networks = true: webhooks may reach loopback and private addresses",
-            );
-        }
-        if self.exchange.allow_insecure_http {
-            unsafe_ones.push(
-                "exchange.allow_insecure_http = true: exchange credentials may go over plain HTTP",
-            );
-        }
-        if self.server.status_page_public {
-            unsafe_ones.push(
-                "server.status_page_public = true: /status is served to anyone who reaches the server",
-            );
-        }
-        let smtp = &self.email.smtp;
-        if self.email.transport == "smtp"
-            && smtp.tls == "none"
-            && (smtp.username.is_some() || smtp.password.is_some())
-        {
-            unsafe_ones.push(
-                "email.smtp.allow_plaintext_auth = true: SMTP credentials go over the network in clear",
-            );
-        }
-        unsafe_ones
     }
 
     /// The defaults alone, for tests and tools that adjust fields in code.

@@ -12,10 +12,13 @@ use std::{
 };
 
 use awc::http::Method;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// The most of an answer the CLI and `payroll mcp` read (CONTRACT §13): the largest answer
-/// the API gives (a page of 200, a run's payouts as CSV a page at a time) is far smaller.
+use super::render::{render_csv, render_table};
+
+/// The most of an answer the CLI and `payroll mcp` hold (CONTRACT §13): a page of 200 is far
+/// smaller. A run's payouts as CSV (one answer, as long as the run) are written out by the CLI
+/// as they arrive instead ([`Call::streamed`]).
 pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// How an invocation ended.
@@ -110,6 +113,8 @@ pub struct Call {
     pub path: String,
     pub query: Vec<(String, String)>,
     pub body: Option<(Vec<u8>, &'static str)>,
+    /// A CSV answer goes to stdout as it arrives, never held whole (a run's payouts).
+    pub streamed: bool,
 }
 
 impl Call {
@@ -119,6 +124,7 @@ impl Call {
             path: path.into(),
             query: Vec::new(),
             body: None,
+            streamed: false,
         }
     }
 
@@ -128,6 +134,7 @@ impl Call {
             path: path.into(),
             query: Vec::new(),
             body: None,
+            streamed: false,
         }
     }
 
@@ -149,6 +156,13 @@ impl Call {
         self
     }
 
+    /// A CSV answer is written to stdout as it arrives instead of being read whole (and so
+    /// is not bound by [`MAX_ANSWER_BYTES`]).
+    pub fn streamed(mut self) -> Call {
+        self.streamed = true;
+        self
+    }
+
     pub fn raw(mut self, body: Vec<u8>, content_type: &'static str) -> Call {
         self.body = Some((body, content_type));
         self
@@ -164,6 +178,8 @@ pub struct Answer {
     pub status: u16,
     pub bytes: Vec<u8>,
     pub content_type: String,
+    /// Written to stdout already, as it arrived (`bytes` is empty).
+    pub streamed: bool,
 }
 
 impl Answer {
@@ -340,6 +356,18 @@ impl Client {
                     continue;
                 }
             };
+            let content_type = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            if call.streamed
+                && response.status().is_success()
+                && content_type.starts_with("text/csv")
+            {
+                return self.stream_out(&mut response, content_type).await;
+            }
             let bytes = match response.body().limit(MAX_ANSWER_BYTES).await {
                 Ok(bytes) => bytes.to_vec(),
                 // Not something a retry mends: a server (or something posing as one) that
@@ -361,22 +389,51 @@ impl Client {
                 last_error = format!("HTTP {status}");
                 continue;
             }
-            let content_type = response
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned();
             return Ok(Answer {
                 status,
                 bytes,
                 content_type,
+                streamed: false,
             });
         }
         Err(Failure::Unreachable(format!(
             "{}: {last_error}",
             self.base_url
         )))
+    }
+
+    /// Writes a successful answer's body to stdout as it arrives. Not retried: what was
+    /// written cannot be taken back, so a body that breaks off is reported as cut.
+    async fn stream_out<S>(
+        &self,
+        response: &mut awc::ClientResponse<S>,
+        content_type: String,
+    ) -> Result<Answer, Failure>
+    where
+        S: futures_util::Stream<Item = Result<actix_web::web::Bytes, awc::error::PayloadError>>
+            + Unpin,
+    {
+        use futures_util::StreamExt;
+        let status = response.status().as_u16();
+        let mut written = 0usize;
+        while let Some(chunk) = response.next().await {
+            let chunk = chunk.map_err(|e| {
+                Failure::Unreachable(format!(
+                    "{}: the answer broke off after {written} bytes ({e}); the output is incomplete",
+                    self.base_url
+                ))
+            })?;
+            std::io::stdout()
+                .write_all(&chunk)
+                .map_err(|e| Failure::Usage(format!("cannot write the output: {e}")))?;
+            written += chunk.len();
+        }
+        Ok(Answer {
+            status,
+            bytes: Vec::new(),
+            content_type,
+            streamed: true,
+        })
     }
 
     /// Sends a call and prints its answer; an error answer is printed and fails with `Api`.
@@ -390,6 +447,9 @@ impl Client {
     }
 
     pub fn print(&self, answer: &Answer) -> Result<(), Failure> {
+        if answer.streamed {
+            return Ok(());
+        }
         let mut out = std::io::stdout().lock();
         let written = if answer.status >= 400 {
             match self.format {
@@ -507,207 +567,9 @@ pub fn encode(s: &str) -> String {
         .collect()
 }
 
-/// A column's heading: money fields, shown in dollars, are named so (`amount (USD)`), never
-/// cents under a dollars figure.
-fn heading(key: &str) -> String {
-    if let Some(name) = key.strip_suffix("_usd_cents") {
-        format!("{name} (USD)")
-    } else if let Some(name) = key.strip_suffix("_usdc_cents") {
-        format!("{name} (USDC)")
-    } else {
-        key.to_owned()
-    }
-}
-
-/// A cell: money as dollars with two decimals, nested values as compact JSON.
-fn cell(key: &str, value: &Value) -> String {
-    match value {
-        Value::Null => String::new(),
-        Value::String(s) => crate::text_out::for_terminal(s).into_owned(),
-        Value::Number(n) if key.ends_with("_usd_cents") || key.ends_with("_usdc_cents") => n
-            .as_i64()
-            .map(|c| payroll_entities::Cents(c).display_usd())
-            .unwrap_or_else(|| n.to_string()),
-        other => crate::text_out::for_terminal(&other.to_string()).into_owned(),
-    }
-}
-
-/// The columns shown for a list, by what its items look like.
-fn columns(first: &Map<String, Value>) -> Vec<String> {
-    let preferred: &[&str] = if first.contains_key("payroll_run_id") {
-        &[
-            "id",
-            "employee_name",
-            "status",
-            "amount_usd_cents",
-            "network",
-            "wallet_address",
-        ]
-    } else if first.contains_key("period_start") {
-        &[
-            "id",
-            "status",
-            "type",
-            "label",
-            "employee_count",
-            "total_amount_usd_cents",
-            "created_at",
-        ]
-    } else if first.contains_key("wallet_address") {
-        &[
-            "id",
-            "name",
-            "email",
-            "status",
-            "salary_usd_cents",
-            "network",
-        ]
-    } else if first.contains_key("occurred_at") {
-        &[
-            "occurred_at",
-            "operation",
-            "action",
-            "status_code",
-            "api_key_id",
-            "resource_id",
-        ]
-    } else if first.contains_key("prefix") {
-        &["id", "name", "prefix", "status", "scopes", "expires_at"]
-    } else if first.contains_key("url") && first.contains_key("events") {
-        &["id", "url", "status", "events", "description", "created_at"]
-    } else if first.contains_key("attempts") && first.contains_key("event_type") {
-        &[
-            "id",
-            "event_type",
-            "status",
-            "next_attempt_at",
-            "last_error",
-            "created_at",
-        ]
-    } else if first.contains_key("direction") {
-        &[
-            "id",
-            "direction",
-            "amount_usd_cents",
-            "status",
-            "created_at",
-        ]
-    } else {
-        &[]
-    };
-    let cols: Vec<String> = preferred
-        .iter()
-        .filter(|c| first.contains_key(**c))
-        .map(|c| c.to_string())
-        .collect();
-    if cols.is_empty() {
-        first.keys().take(8).cloned().collect()
-    } else {
-        cols
-    }
-}
-
-fn render_table(data: &Value) -> String {
-    match data {
-        Value::Array(items) => {
-            let Some(Value::Object(first)) = items.first() else {
-                return "(none)\n".into();
-            };
-            let cols = columns(first);
-            let rows: Vec<Vec<String>> = items
-                .iter()
-                .map(|item| cols.iter().map(|c| cell(c, &item[c.as_str()])).collect())
-                .collect();
-            let widths: Vec<usize> = cols
-                .iter()
-                .enumerate()
-                .map(|(i, c)| {
-                    rows.iter()
-                        .map(|r| r[i].chars().count())
-                        .chain([c.len()])
-                        .max()
-                        .unwrap_or(0)
-                })
-                .collect();
-            let line = |cells: Vec<String>| {
-                cells
-                    .iter()
-                    .zip(&widths)
-                    .map(|(c, w)| format!("{c:<w$}"))
-                    .collect::<Vec<_>>()
-                    .join("  ")
-                    .trim_end()
-                    .to_owned()
-                    + "\n"
-            };
-            let mut out = line(cols.iter().map(|c| heading(c).to_uppercase()).collect());
-            for row in rows {
-                out.push_str(&line(row));
-            }
-            out
-        }
-        Value::Object(map) => {
-            let width = map.keys().map(|k| heading(k).len()).max().unwrap_or(0);
-            map.iter()
-                .map(|(k, v)| format!("{:<width$}  {}\n", heading(k), cell(k, v)))
-                .collect()
-        }
-        other => format!("{}\n", crate::text_out::for_terminal(&other.to_string())),
-    }
-}
-
-fn render_csv(data: &Value) -> String {
-    let items = match data {
-        Value::Array(items) => items.clone(),
-        other => vec![other.clone()],
-    };
-    let Some(Value::Object(first)) = items.first() else {
-        return String::new();
-    };
-    let keys: Vec<String> = first.keys().cloned().collect();
-    let mut writer = csv::Writer::from_writer(Vec::new());
-    let _ = writer.write_record(&keys);
-    for item in &items {
-        let row: Vec<String> = keys
-            .iter()
-            .map(|k| match &item[k.as_str()] {
-                Value::Null => String::new(),
-                // As the server's CSV exports: never a formula to a spreadsheet.
-                Value::String(s) => crate::text_out::csv_cell(s).into_owned(),
-                other => other.to_string(),
-            })
-            .collect();
-        let _ = writer.write_record(&row);
-    }
-    writer
-        .into_inner()
-        .map(|b| String::from_utf8_lossy(&b).into_owned())
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn tables_show_money_as_dollars() {
-        let table = render_table(
-            &json!([{"id": "run_1", "status": "DRAFT", "period_start": "x", "total_amount_usd_cents": 123456}]),
-        );
-        assert!(table.contains("TOTAL_AMOUNT (USD)"), "{table}");
-        assert!(!table.contains("CENTS"), "{table}");
-        assert!(table.contains("1234.56"), "{table}");
-        let single = render_table(&json!({"sufficient": false, "deficit_usdc_cents": 5}));
-        assert!(single.contains("deficit (USDC)  0.05"), "{single}");
-        assert!(!single.contains("cents"), "{single}");
-    }
-
-    #[test]
-    fn csv_lists_every_field() {
-        let csv = render_csv(&json!([{"a": 1, "b": "x,y"}, {"a": 2, "b": null}]));
-        assert_eq!(csv, "a,b\n1,\"x,y\"\n2,\n");
-    }
 
     #[test]
     fn query_values_are_encoded() {

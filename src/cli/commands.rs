@@ -308,8 +308,8 @@ async fn runs(client: &Client, cmd: RunsCommand) -> Result<(), Failure> {
         } => {
             let call = Call::get(path(&run_id, "payouts")).param("status", status);
             if client.format == Format::Csv {
-                // Every payout, streamed by the server.
-                call.param("format", Some("csv"))
+                // Every payout, streamed by the server and written out as it arrives.
+                call.param("format", Some("csv")).streamed()
             } else {
                 paged(call, page)
             }

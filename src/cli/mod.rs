@@ -5,3 +5,4 @@ pub mod admin;
 pub mod args;
 pub mod client;
 pub mod commands;
+mod render;

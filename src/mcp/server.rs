@@ -241,6 +241,7 @@ mod tests {
 
     fn answer(status: u16, content_type: &str, body: &str) -> Answer {
         Answer {
+            streamed: false,
             status,
             bytes: body.as_bytes().to_vec(),
             content_type: content_type.into(),

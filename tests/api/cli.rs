@@ -1036,7 +1036,10 @@ async fn csv_output_defuses_formulas_and_tables_never_drive_the_terminal() {
 
 /// A "server" that answers every request with a chunked body of `total` bytes of JSON-ish
 /// filler (or until the client goes); the bytes it managed to write are counted.
-fn flooding_server(total: usize) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+fn flooding_server(
+    total: usize,
+    content_type: &'static str,
+) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::{
         io::Write,
         net::TcpListener,
@@ -1053,8 +1056,10 @@ fn flooding_server(total: usize) -> (u16, std::sync::Arc<std::sync::atomic::Atom
             let counter = counter.clone();
             thread::spawn(move || {
                 let _request = read_message(&mut client);
-                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                            transfer-encoding: chunked\r\n\r\n";
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: {content_type}\r\n\
+                     transfer-encoding: chunked\r\n\r\n"
+                );
                 if client.write_all(head.as_bytes()).is_err() {
                     return;
                 }
@@ -1079,7 +1084,7 @@ fn flooding_server(total: usize) -> (u16, std::sync::Arc<std::sync::atomic::Atom
 #[actix_web::test]
 async fn an_answer_larger_than_16_mib_is_not_read() {
     // 256 MiB offered; the CLI stops at 16 MiB, says so and does not retry.
-    let (port, written) = flooding_server(256 << 20);
+    let (port, written) = flooding_server(256 << 20, "application/json");
     let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
     command
         .args(["runs", "list"])
@@ -1095,4 +1100,26 @@ async fn an_answer_larger_than_16_mib_is_not_read() {
     let sent = written.load(std::sync::atomic::Ordering::Relaxed);
     // What the kernel's buffers hold beside the 16 MiB read, never the whole flood.
     assert!(sent < 64 << 20, "{} MiB written to the CLI", sent >> 20);
+}
+
+#[actix_web::test]
+async fn a_runs_payouts_csv_is_written_out_as_it_arrives_whatever_its_size() {
+    // A run's payouts as CSV are one answer, as long as the run: written to stdout as they
+    // come, never held whole, so the 16 MiB cap does not apply to them.
+    let total = 24 << 20;
+    let (port, _) = flooding_server(total, "text/csv; charset=utf-8");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
+    command
+        .args([
+            "runs",
+            "payouts",
+            "run_01J00000000000000000000000",
+            "-f",
+            "csv",
+        ])
+        .env("PAYROLL_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .env("PAYROLL_API_KEY", "mpk_test_flood");
+    let out = output(command).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(out.stdout.len(), total);
 }
