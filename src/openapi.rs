@@ -425,7 +425,12 @@ fn decorate(op: &mut Value, spec: &RouteSpec) {
         } else {
             "Requires the scope"
         };
-        let text = format!("{prefix} {}.", scopes.join(", "));
+        let mut text = format!("{prefix} {}.", scopes.join(", "));
+        if crate::http::route::SELF_SERVICE.contains(&spec.operation) {
+            text.push_str(
+                " A key may always call it on itself (`key_id` its own id), whatever its scopes.",
+            );
+        }
         op["description"] = json!(match op.get("description").and_then(Value::as_str) {
             Some(d) if !d.is_empty() => format!("{d}\n\n{text}"),
             _ => text,

@@ -52,6 +52,15 @@ impl RouteSpec {
         matches!(self.method, Method::POST | Method::PATCH | Method::DELETE)
     }
 
+    /// Whether this call is one a key may make on itself whatever its scopes (revoking it:
+    /// CONTRACT §2, "any key may revoke itself"), `{key_id}` being the caller's own.
+    pub fn on_own_key(&self, params: &[(&'static str, String)], caller_key_id: &str) -> bool {
+        SELF_SERVICE.contains(&self.operation)
+            && params
+                .iter()
+                .any(|(name, value)| *name == "key_id" && value == caller_key_id)
+    }
+
     /// The scope names this route requires (any one of them).
     pub fn scope_names(&self) -> Vec<&'static str> {
         match self.access {
@@ -60,6 +69,9 @@ impl RouteSpec {
         }
     }
 }
+
+/// Operations any key may call on its own `{key_id}`, whatever its scopes.
+pub const SELF_SERVICE: &[&str] = &["revokeApiKey"];
 
 pub const fn any(scopes: &'static [Scope]) -> Access {
     Access::AnyOf(scopes)

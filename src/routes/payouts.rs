@@ -33,8 +33,10 @@ pub struct ResolvePayoutRequest {
     /// `completed` or `failed`.
     #[schema(value_type = ResolvedOutcome, required)]
     pub outcome: Option<ResolvedOutcome>,
-    /// With `completed`: the transaction hash, where known.
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
+    /// With `completed`: the transaction hash, where known, in its chain's form: `0x` and 64
+    /// hex digits on an EVM chain, the base58 of a 64-byte signature on Solana (else 400).
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200,
+        pattern = "^(0x[0-9a-fA-F]{64}|[1-9A-HJ-NP-Za-km-z]{64,90})$")]
     pub on_chain_tx_hash: Option<String>,
     /// What was found, for the audit log (and the failed reason).
     #[schema(value_type = Option<String>, max_length = 1000)]
@@ -126,6 +128,23 @@ pub async fn resolve(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         return Err(ApiError::validation(errors));
     }
     let payout = find_payout(&req).await?;
+    // A hash goes into links, exports and webhooks: only one in the payout's chain's form.
+    if let Some(hash) = body.on_chain_tx_hash.as_deref().map(str::trim)
+        && !payroll_actors::exchange::valid_tx_hash(payout.network, hash)
+    {
+        let form = if payout.network.is_evm() {
+            "0x and 64 hex digits"
+        } else {
+            "the base58 of a 64-byte signature"
+        };
+        return Err(ApiError::validation(vec![FieldError::new(
+            "on_chain_tx_hash",
+            format!(
+                "not a transaction hash of {}: {form}",
+                payout.network.as_str()
+            ),
+        )]));
+    }
     let resolution = match body.outcome {
         Some(ResolvedOutcome::Failed) => Resolution::Failed { note: body.note },
         _ => Resolution::Completed {

@@ -353,6 +353,34 @@ async fn revoking_needs_every_scope_of_the_revoked_key() {
         .await;
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(res.data()["status"], "REVOKED");
+    // A leaked narrow key, without keys:manage, revokes itself; another key it may not touch.
+    let (narrow, narrow_id) = app.key_with(&["payroll:read"]).await;
+    let (other, other_id) = app.key_with(&["payroll:read"]).await;
+    let delete = |key: String, target: String| {
+        let app = &app;
+        async move {
+            app.send(
+                "DELETE",
+                &format!("/api/v1/api-keys/{target}"),
+                Some(&key),
+                Some(&crate::helpers::new_key()),
+                None,
+                &[],
+            )
+            .await
+        }
+    };
+    let res = delete(narrow.clone(), other_id.clone()).await;
+    assert_eq!(res.status, 403, "{}", res.text);
+    assert_eq!(res.code(), "INSUFFICIENT_SCOPE");
+    assert_eq!(app.get_as(&other, "/api/v1/payroll-runs").await.status, 200);
+    let res = delete(narrow.clone(), narrow_id.clone()).await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(res.data()["status"], "REVOKED");
+    assert_eq!(
+        app.get_as(&narrow, "/api/v1/payroll-runs").await.status,
+        401
+    );
 }
 
 /// A key is rotated once: a second rotation (one after another, or two at once) is 409

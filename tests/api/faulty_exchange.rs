@@ -544,16 +544,39 @@ async fn a_send_the_exchange_never_learns_of_is_resent_then_stuck_then_resolved(
     // An operator resolves them: one paid elsewhere, one not at all; the run ends FAILED, and
     // retrying the failed one (the exchange works again) completes it.
     let (paid, unpaid) = (&stuck[0], &stuck[1]);
+    // Only a hash in the payout's chain's form is taken: it goes into links and exports.
+    let (status, refused) = setup
+        .try_call(
+            &server,
+            "POST",
+            &format!("/payouts/{}/resolve", paid["id"].as_str().expect("id")),
+            Some(json!({"outcome": "completed", "on_chain_tx_hash": "0xfeed\"><script>", "note": "paid by hand"})),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(
+        refused["error"]["details"]["validation_errors"][0]["field"], "on_chain_tx_hash",
+        "{refused}"
+    );
+    let network: payroll_entities::Network =
+        serde_json::from_value(paid["network"].clone()).expect("network");
+    let hash = payroll_actors::exchange::sandbox::tx_hash(network, "paid by hand");
     let resolved = setup
         .call(
             &server,
             "POST",
             &format!("/payouts/{}/resolve", paid["id"].as_str().expect("id")),
-            Some(json!({"outcome": "completed", "on_chain_tx_hash": "0xfeed", "note": "paid by hand"})),
+            Some(json!({"outcome": "completed", "on_chain_tx_hash": hash, "note": "paid by hand"})),
         )
         .await;
     assert_eq!(resolved["data"]["status"], "COMPLETED");
-    assert_eq!(resolved["data"]["on_chain_tx_hash"], "0xfeed");
+    assert_eq!(resolved["data"]["on_chain_tx_hash"], hash);
+    assert!(
+        resolved["data"]["block_explorer_url"]
+            .as_str()
+            .is_some_and(|url| url.ends_with(&hash)),
+        "{resolved}"
+    );
     assert_eq!(resolved["data"]["stuck_since"], Value::Null);
     let resolved = setup
         .call(

@@ -16,7 +16,7 @@ use crate::{
     acknowledgement::{Acknowledgement, Outcome},
     audit::AuditRecord,
     events::{insert_events, payout_event},
-    exchange::{explorer_url, holds},
+    exchange::holds,
 };
 
 pub(super) async fn resolve_payout(
@@ -52,7 +52,7 @@ pub(super) async fn resolve_payout(
             p.status = PayoutStatus::Completed;
             if let Some(hash) = on_chain_tx_hash {
                 p.on_chain_tx_hash = Some(hash.clone());
-                p.block_explorer_url = Some(explorer_url(p.network, hash));
+                p.block_explorer_url = crate::exchange::explorer_link(p.network, hash);
             }
             p.completed_at = Some(now);
             events.push(payout_event("payout.completed", &p));

@@ -61,9 +61,10 @@ fn csv_row(writer: &mut csv::Writer<Vec<u8>>, p: &payout::Model) -> Result<(), c
         &text_cell(p.note.as_deref().unwrap_or_default()),
         &p.attempt.to_string(),
         p.client_withdrawal_id.as_deref().unwrap_or_default(),
-        p.cex_withdrawal_id.as_deref().unwrap_or_default(),
-        p.on_chain_tx_hash.as_deref().unwrap_or_default(),
-        p.block_explorer_url.as_deref().unwrap_or_default(),
+        // What an exchange or an operator wrote: defused as any text is.
+        &text_cell(p.cex_withdrawal_id.as_deref().unwrap_or_default()),
+        &text_cell(p.on_chain_tx_hash.as_deref().unwrap_or_default()),
+        &text_cell(p.block_explorer_url.as_deref().unwrap_or_default()),
         &text_cell(p.failed_reason.as_deref().unwrap_or_default()),
         &opt_ts(&p.stuck_since),
         &opt_ts(&p.initiated_at),
