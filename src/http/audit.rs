@@ -24,6 +24,18 @@ pub struct RequestFacts {
 
 /// A path as an audit entry stores it: at most `max_chars` characters, and whether it was cut
 /// (a client cannot fill the disk with one request's path).
+/// Whose bucket a refusal without a key counts against: the peer's address, an IPv6 one by
+/// its /64 (one host holds a whole /64, and would otherwise get a new bucket per address).
+pub fn peer_bucket(peer: std::net::IpAddr) -> std::net::IpAddr {
+    match peer {
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => std::net::IpAddr::V4(v4),
+            None => std::net::IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+        v4 => v4,
+    }
+}
+
 pub fn stored_path(path: &str, max_chars: usize) -> (String, bool) {
     match path.char_indices().nth(max_chars) {
         Some((end, _)) => (path[..end].to_owned(), true),
@@ -75,6 +87,16 @@ fn truncation_noted(mut details: Value, truncated: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_peer_counts_by_its_64() {
+        let bucket = |ip: &str| peer_bucket(ip.parse().expect("ip")).to_string();
+        assert_eq!(bucket("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::");
+        assert_eq!(bucket("2001:db8:1:2:ffff:ffff:ffff:ffff"), "2001:db8:1:2::");
+        assert_ne!(bucket("2001:db8:1:3::1"), "2001:db8:1:2::");
+        assert_eq!(bucket("::ffff:192.0.2.7"), "192.0.2.7");
+        assert_eq!(bucket("192.0.2.7"), "192.0.2.7");
+    }
 
     #[test]
     fn long_paths_are_stored_cut_and_say_so() {

@@ -106,7 +106,8 @@ pub fn money_over_limit(field: impl Into<String>) -> FieldError {
 /// Free text a client writes (names, emails, labels, notes, descriptions) as JSON Schema
 /// states it: no control character (C0, DEL, C1), bidi control (U+202A–U+202E,
 /// U+2066–U+2069) or line/paragraph separator (U+2028, U+2029) anywhere (CONTRACT §1).
-pub const TEXT_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]*$";
+pub const TEXT_PATTERN: &str =
+    r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]*$";
 
 /// Whether a character is refused in free text ([`TEXT_PATTERN`]): such a character can end
 /// a header line, hide what a name says (bidi) or drive a terminal (ESC).
@@ -114,7 +115,14 @@ pub fn is_refused_in_text(c: char) -> bool {
     c.is_control()
         || matches!(
             c,
-            '\u{2028}' | '\u{2029}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+            '\u{2028}'
+                | '\u{2029}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2066}'..='\u{2069}'
+                // The bidi marks: LRM, RLM and the Arabic letter mark.
+                | '\u{200E}'
+                | '\u{200F}'
+                | '\u{061C}'
         )
 }
 

@@ -1,7 +1,7 @@
 //! Date input (CONTRACT §1): ISO 8601 extended date-times (an offset-less one is UTC) and plain
 //! dates. A plain date is the start of that day, except where the field ends a period.
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, SubsecRound, TimeZone, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime, SubsecRound, TimeZone, Utc};
 use serde::{Deserialize, Deserializer};
 
 /// The date-times without an offset that [`DateInput::parse`] takes (as UTC), for the OpenAPI
@@ -48,7 +48,15 @@ impl DateInput {
             return Ok(DateInput::Day(day));
         }
         if let Ok(ts) = DateTime::parse_from_rfc3339(raw) {
-            return Ok(DateInput::Instant(ts.with_timezone(&Utc).trunc_subsecs(3)));
+            let utc = ts.with_timezone(&Utc);
+            // An offset may carry the instant past the edge of the range (9999-12-31T23:30-01:00
+            // is in the year 10000): the year that is stored is UTC's.
+            if !(1..=9999).contains(&utc.year()) {
+                return Err(format!(
+                    "`{raw}` falls outside the years 0001 to 9999 in UTC (its offset moves it there)"
+                ));
+            }
+            return Ok(DateInput::Instant(utc.trunc_subsecs(3)));
         }
         for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%dT%H:%M"] {
             if let Ok(naive) = NaiveDateTime::parse_from_str(raw, format) {
@@ -118,6 +126,9 @@ mod tests {
         assert!(DateInput::parse("2026-03-01").is_ok());
         assert!(DateInput::parse("0001-01-01").is_ok());
         assert!(DateInput::parse("9999-12-31T23:59:59Z").is_ok());
+        assert!(DateInput::parse("9999-12-31T23:30:00-01:00").is_err());
+        assert!(DateInput::parse("0001-01-01T00:00:00+01:00").is_err());
+        assert!(DateInput::parse("0001-01-01T00:00:00Z").is_ok());
         for bad in [
             "+10001-01-01",
             "10001-01-01",

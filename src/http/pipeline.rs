@@ -280,7 +280,10 @@ async fn after(
     // fills the audit log (and the disk) from outside; a key's requests are always recorded.
     if facts.api_key_id.is_none()
         && let Some(peer) = facts.peer
-        && state.unauthenticated_audit.check_key(&peer).is_err()
+        && state
+            .unauthenticated_audit
+            .check_key(&audit::peer_bucket(peer))
+            .is_err()
     {
         metrics::counter!("payroll_audit_dropped_total").increment(1);
         return;

@@ -198,6 +198,22 @@ pub async fn current(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.ok(&ApiKeyResource::from_model(&key, time::now()))
 }
 
+/// Only an ACTIVE key is rotated (409 otherwise).
+fn rotatable(key: &api_key::Model, now: chrono::DateTime<chrono::Utc>) -> Result<(), ApiError> {
+    let (status, _) = auth::key_status(key, now);
+    if status == payroll_entities::ApiKeyStatus::Active {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        crate::http::error::ErrorCode::InvalidStatusTransition,
+        format!("Only an ACTIVE key can be rotated; this one is {status}."),
+    )
+    .detail("current_status", status.as_str())
+    .detail("allowed_operations", json!([]))
+    .detail("allowed_transitions", json!([]))
+    .hint("Create a new key with POST /api/v1/api-keys instead."))
+}
+
 /// Rotate an API key: a new key is issued and the old one keeps working for the grace period.
 #[utoipa::path(post, path = "/api-keys/{key_id}/rotate", operation_id = "rotateApiKey", tag = "api-keys",
     params(("key_id" = String, Path)), request_body(content = Option<EmptyRequest>),
@@ -207,17 +223,7 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let old = find_key(&req, req.param("key_id")).await?;
     let now = time::now();
-    let (status, _) = auth::key_status(&old, now);
-    if status != payroll_entities::ApiKeyStatus::Active {
-        return Err(ApiError::new(
-            crate::http::error::ErrorCode::InvalidStatusTransition,
-            format!("Only an ACTIVE key can be rotated; this one is {status}."),
-        )
-        .detail("current_status", status.as_str())
-        .detail("allowed_operations", json!([]))
-        .detail("allowed_transitions", json!([]))
-        .hint("Create a new key with POST /api/v1/api-keys instead."));
-    }
+    rotatable(&old, now)?;
     let scopes = auth::parse_scope_list(&old.scopes);
     holds_every_scope(&req, &scopes).map_err(|e| {
         e.hint("Rotating a key issues a new key with its scopes; only a key holding all of them may rotate it.")
@@ -234,10 +240,13 @@ pub async fn rotate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let tx = state.db.begin_write().await?;
     // One successor a key: the old key's row is locked, then its successor looked for, so two
     // rotations at once make one key and a 409.
-    api_key::Entity::find_by_id(old.id.clone())
+    // Judged again on the locked row: a revocation that committed since the read above wins.
+    let locked = api_key::Entity::find_by_id(old.id.clone())
         .lock_exclusive()
         .one(&*tx)
-        .await?;
+        .await?
+        .unwrap_or_else(|| old.clone());
+    rotatable(&locked, now)?;
     if let Some(successor) = api_key::Entity::find()
         .filter(api_key::Column::RotatedFrom.eq(old.id.as_str()))
         .one(&*tx)

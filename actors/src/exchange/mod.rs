@@ -103,14 +103,17 @@ pub enum RemoteStatus {
 
 /// What the exchange reports it withdrew under a client id, to be checked against what was sent
 /// (CONTRACT §7, "The exchange's word is checked"). The amount is what the payee receives:
-/// each provider reports it so, whatever its own fee semantics. `None` where the exchange did
-/// not say (nothing is then checked of it).
+/// each provider reports it so, whatever its own fee semantics. `None` where the provider does
+/// not say; what a provider's record ought to hold and left out is named in `missing`, and
+/// counts as a mismatch.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Reported {
     pub currency: Option<String>,
     pub amount: Option<Cents>,
     pub network: Option<Network>,
     pub address: Option<String>,
+    /// Fields the record left empty (`amount`, `address`…): what it withdrew is not known.
+    pub missing: Vec<&'static str>,
 }
 
 impl Reported {
@@ -118,6 +121,9 @@ impl Reported {
     /// anything.
     pub fn mismatch(&self, amount: Cents, network: Network, address: &str) -> Option<String> {
         let mut wrong = Vec::new();
+        if !self.missing.is_empty() {
+            wrong.push(format!("not reported: {}", self.missing.join(", ")));
+        }
         if let Some(currency) = &self.currency
             && !currency.eq_ignore_ascii_case("USDC")
         {
@@ -331,8 +337,17 @@ mod tests {
             amount: Some(Cents(123_456)),
             network: Some(Network::Base),
             address: Some("0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed".into()),
+            missing: Vec::new(),
         };
         assert_eq!(honest.mismatch(sent.0, sent.1, sent.2), None);
+        let silent = Reported {
+            amount: None,
+            address: None,
+            missing: vec!["amount", "address"],
+            ..honest.clone()
+        };
+        let why = silent.mismatch(sent.0, sent.1, sent.2).expect("a mismatch");
+        assert_eq!(why, "not reported: amount, address");
         let thief = Reported {
             amount: Some(Cents(1)),
             address: Some("0x000000000000000000000000000000000000dEaD".into()),

@@ -169,6 +169,7 @@ fn remote_status(w: &sandbox_withdrawal::Model) -> RemoteStatus {
         amount: Some(Cents(w.amount_usd_cents)),
         network: Some(w.network),
         address: Some(w.address.clone()),
+        missing: Vec::new(),
     };
     match w.status {
         SandboxWithdrawalStatus::Pending => RemoteStatus::Pending {

@@ -68,9 +68,14 @@ fn v6_kind(v6: Ipv6Addr) -> Option<&'static str> {
     } else if segments[..6].iter().all(|s| *s == 0) {
         // IPv4-compatible (::a.b.c.d).
         translated(embedded(segments[6], segments[7]))
-    } else if first == 0x2001 && segments[1] == 0x0db8 {
-        // Documentation (2001:db8::/32).
+    } else if (first == 0x2001 && segments[1] == 0x0db8)
+        || (first == 0x3fff && segments[1] < 0x1000)
+    {
+        // Documentation (2001:db8::/32, 3fff::/20).
         Some("documentation")
+    } else if first == 0x2001 && segments[1] == 0x0002 && segments[2] == 0 {
+        // Benchmarking (2001:2::/48).
+        Some("reserved")
     } else if first == 0x0100 && segments[1..4].iter().all(|s| *s == 0) {
         // Discard-only (100::/64).
         Some("reserved")
@@ -402,6 +407,9 @@ mod tests {
         ("203.0.113.200", "documentation"),
         ("2001:db8::1", "documentation"),
         ("2001:db8:ffff::1", "documentation"),
+        ("3fff::1", "documentation"),
+        ("3fff:fff:ffff::1", "documentation"),
+        ("2001:2::1", "reserved"),
         // Benchmarking, reserved.
         ("198.18.0.1", "reserved"),
         ("198.19.255.254", "reserved"),
@@ -425,6 +433,9 @@ mod tests {
             "2001:db9::1",
             "2001:1::1",
             "2003::1",
+            "3ffe::1",
+            "3fff:1000::1",
+            "2001:2:1::1",
             "64:ff9a::1",
         ] {
             let parsed: IpAddr = ip.parse().expect("ip");
@@ -457,19 +468,25 @@ mod tests {
                 .check_url_resolved_by(&format!("https://{host}/hook"), &stub)
                 .await
                 .expect_err(ip);
-            assert!(err.0.contains(kind), "{ip}: {err}");
+            assert!(err.0.contains(&format!("a {kind} address")), "{ip}: {err}");
             let literal = if ip.contains(':') {
                 format!("https://[{ip}]/hook")
             } else {
                 format!("https://{ip}/hook")
             };
             let err = STRICT.check_url(&literal).expect_err(ip);
-            assert!(err.0.contains(kind), "{ip}: {err}");
+            assert!(err.0.contains(&format!("a {kind} address")), "{ip}: {err}");
             // At connect: what the delivery client's resolver answers.
             let err = resolver.lookup(&host, 443).await.expect_err(ip);
-            assert!(err.to_string().contains(kind), "{ip}: {err}");
+            assert!(
+                err.to_string().contains(&format!("a {kind} address")),
+                "{ip}: {err}"
+            );
             let bare = resolver.lookup(ip, 443).await.expect_err(ip);
-            assert!(bare.to_string().contains(kind), "{ip}: {bare}");
+            assert!(
+                bare.to_string().contains(&format!("a {kind} address")),
+                "{ip}: {bare}"
+            );
         }
         // A public name passes both, and allow_private_networks lets the others through.
         STRICT

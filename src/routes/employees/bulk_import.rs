@@ -8,7 +8,10 @@ use payroll_entities::{Network, employee, time};
 use sea_orm::{
     ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, QuerySelect, sea_query::OnConflict,
 };
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::{
+    Deserialize,
+    de::{DeserializeSeed, Deserializer, IgnoredAny, SeqAccess, Visitor},
+};
 use serde_json::{Map, Value, json};
 
 use super::input::*;
@@ -134,8 +137,14 @@ fn read_rows(req: &ApiRequest) -> Result<Rows, ApiError> {
                 .find(|b| !b.is_ascii_whitespace())
                 .is_some_and(|b| *b == b'[');
             if !starts_as_array {
-                // Not an array: the generic JSON reading names what is wrong with it.
-                req.json_value()?;
+                // Not an array: its syntax is checked (and any fault named) without building
+                // it in memory.
+                if !req.body.iter().all(u8::is_ascii_whitespace) {
+                    let mut deserializer = serde_json::Deserializer::from_slice(&req.body);
+                    IgnoredAny::deserialize(&mut deserializer)
+                        .and_then(|_| deserializer.end())
+                        .map_err(malformed_json)?;
+                }
                 return Err(ApiError::validation(vec![FieldError::new(
                     "",
                     "the body must be a JSON array of employees (or CSV with Content-Type: text/csv)",
@@ -284,6 +293,15 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 
     let now = time::now();
     let tx = req.state().db.begin_write().await?;
+    // No employee is created or changed by another writer while the import reads who exists
+    // and writes (PostgreSQL; SQLite has one writer): every wallet it changes is seen changing.
+    if sea_orm::ConnectionTrait::get_database_backend(&*tx) == sea_orm::DatabaseBackend::Postgres {
+        sea_orm::ConnectionTrait::execute_unprepared(
+            &*tx,
+            "LOCK TABLE employees IN SHARE ROW EXCLUSIVE MODE",
+        )
+        .await?;
+    }
     // Each employee already there, with the wallet it has: an import that changes one leaves
     // an entry of its own with both addresses (`wallet_changes`).
     let existing: HashMap<String, (String, Network, String)> = employee::Entity::find()

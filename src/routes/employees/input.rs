@@ -131,12 +131,12 @@ pub struct ImportResult {
 pub const NAME_MAX: usize = 200;
 /// A name: something besides white space, and no control character, bidi control or line
 /// separator (it goes into email headers, CSV and terminals; [`crate::http::body::TEXT_PATTERN`]).
-pub const NAME_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]*[^\s\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069][^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]*$";
+pub const NAME_PATTERN: &str = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]*[^\s\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c][^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]*$";
 /// Most characters in an email address.
 pub const EMAIL_MAX: usize = 254;
 /// What [`is_plausible_email`] takes: a local part, `@`, a domain with a dot inside it, no
 /// white space, control character, bidi control or line separator.
-pub const EMAIL_PATTERN: &str = r"^\s*[^@\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]+@[^@\s.\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069][^@\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*\.[^@\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*[^@\s.\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]\s*$";
+pub const EMAIL_PATTERN: &str = r"^\s*[^@\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]+@[^@\s.\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c][^@\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]*\.[^@\s\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]*[^@\s.\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]\s*$";
 
 pub fn is_plausible_email(email: &str) -> bool {
     let Some((local, domain)) = email.split_once('@') else {

@@ -137,7 +137,20 @@ impl OkxProvider {
             .iter()
             .find(|(_, chain)| **chain == record.chain)
             .map(|(network, _)| *network);
+        // A record of a withdrawal under our id says what it withdrew: one that leaves any of
+        // it out completes nothing (a history that omits the amount cannot be checked).
+        let missing: Vec<&'static str> = [
+            ("currency", &record.ccy),
+            ("amount", &record.amt),
+            ("network", &record.chain),
+            ("address", &record.to),
+        ]
+        .into_iter()
+        .filter(|(_, value)| value.is_empty())
+        .map(|(name, _)| name)
+        .collect();
         let reported = Reported {
+            missing,
             currency: (!record.ccy.is_empty()).then(|| record.ccy.clone()),
             amount: (!record.amt.is_empty()).then(|| exact_cents(&record.amt)),
             network,

@@ -413,7 +413,7 @@ fn withdrawal_outcome(answer: &Answer, client_id: &str) -> WithdrawalOutcome {
             !ack.wd_id.is_empty() && (ack.client_id.is_empty() || ack.client_id == client_id)
         }) {
             Some(ack) => WithdrawalOutcome::Accepted {
-                cex_id: ack.wd_id.clone(),
+                cex_id: cut_exchange_text(&ack.wd_id),
             },
             None => WithdrawalOutcome::Ambiguous {
                 reason: "OKX answered success without a withdrawal id".into(),
