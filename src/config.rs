@@ -150,7 +150,7 @@ impl Settings {
             .clone()
             .build()
             .map_err(|e| ConfigError(e.to_string()))?;
-        secrets::refuse_in_files(&files)?;
+        secrets::refuse_in_files(&files).map_err(ConfigError)?;
         builder = builder.add_source(
             Environment::with_prefix("PAYROLL")
                 .prefix_separator("__")
@@ -166,6 +166,41 @@ impl Settings {
             .map_err(|e| ConfigError(e.to_string()))?;
         settings.validate()?;
         Ok(settings)
+    }
+
+    /// Each setting in force that makes the service less safe, as the line a WARN says at start
+    /// (CONTRACT §13).
+    pub fn unsafe_settings(&self) -> Vec<&'static str> {
+        let mut unsafe_ones = Vec::new();
+        if self.webhooks.allow_http {
+            unsafe_ones
+                .push("webhooks.allow_http = true: webhook deliveries may go over plain HTTP");
+        }
+        if self.webhooks.allow_private_networks {
+            unsafe_ones.push(
+                "webhooks.allow_private_networks = true: webhooks may reach loopback and private addresses",
+            );
+        }
+        if self.exchange.allow_insecure_http {
+            unsafe_ones.push(
+                "exchange.allow_insecure_http = true: exchange credentials may go over plain HTTP",
+            );
+        }
+        if self.server.status_page_public {
+            unsafe_ones.push(
+                "server.status_page_public = true: /status is served to anyone who reaches the server",
+            );
+        }
+        let smtp = &self.email.smtp;
+        if self.email.transport == "smtp"
+            && smtp.tls == "none"
+            && (smtp.username.is_some() || smtp.password.is_some())
+        {
+            unsafe_ones.push(
+                "email.smtp.allow_plaintext_auth = true: SMTP credentials go over the network in clear",
+            );
+        }
+        unsafe_ones
     }
 
     /// The defaults alone, for tests and tools that adjust fields in code.

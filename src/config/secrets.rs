@@ -1,10 +1,8 @@
-//! Secrets in the configuration: which are taken from the environment only, the `Secret`
-//! value that `Debug` never prints, and the settings that make the service less safe.
+//! Secrets in the configuration: which are taken from the environment only, and the `Secret`
+//! value that `Debug` never prints.
 
 use config::Config;
 use serde::Deserialize;
-
-use super::{ConfigError, Settings};
 
 /// Secrets that are taken from the environment only, with their variables: a config file ends
 /// up in backups and version control (CONTRACT §13).
@@ -46,26 +44,26 @@ fn url_has_password(url: &str) -> bool {
 
 /// Refuses a secret set in a config file (`files`: the layers read so far, before the
 /// environment's), naming its key and variable, never its value.
-pub(super) fn refuse_in_files(files: &Config) -> Result<(), ConfigError> {
+pub(super) fn refuse_in_files(files: &Config) -> Result<(), String> {
     for (key, variable) in ENV_ONLY {
         let set = files
             .get::<config::Value>(key)
             .is_ok_and(|v| v.into_string().map_or(true, |s| !s.is_empty()));
         if set {
-            return Err(ConfigError(format!(
+            return Err(format!(
                 "{key}: a secret; set it in the environment ({variable}), not in a config file"
-            )));
+            ));
         }
     }
     if files
         .get::<String>("database.url")
         .is_ok_and(|url| url_has_password(&url))
     {
-        return Err(ConfigError(
+        return Err(
             "database.url: it holds a password, a secret; set it in the environment \
-             (PAYROLL__DATABASE__URL), not in a config file"
+                    (PAYROLL__DATABASE__URL), not in a config file"
                 .into(),
-        ));
+        );
     }
     Ok(())
 }
@@ -96,43 +94,6 @@ impl std::fmt::Debug for Secret {
         } else {
             "\"[redacted]\""
         })
-    }
-}
-
-impl Settings {
-    /// Each setting in force that makes the service less safe, as the line a WARN says at start
-    /// (CONTRACT §13).
-    pub fn unsafe_settings(&self) -> Vec<&'static str> {
-        let mut unsafe_ones = Vec::new();
-        if self.webhooks.allow_http {
-            unsafe_ones
-                .push("webhooks.allow_http = true: webhook deliveries may go over plain HTTP");
-        }
-        if self.webhooks.allow_private_networks {
-            unsafe_ones.push(
-                "webhooks.allow_private_networks = true: webhooks may reach loopback and private addresses",
-            );
-        }
-        if self.exchange.allow_insecure_http {
-            unsafe_ones.push(
-                "exchange.allow_insecure_http = true: exchange credentials may go over plain HTTP",
-            );
-        }
-        if self.server.status_page_public {
-            unsafe_ones.push(
-                "server.status_page_public = true: /status is served to anyone who reaches the server",
-            );
-        }
-        let smtp = &self.email.smtp;
-        if self.email.transport == "smtp"
-            && smtp.tls == "none"
-            && (smtp.username.is_some() || smtp.password.is_some())
-        {
-            unsafe_ones.push(
-                "email.smtp.allow_plaintext_auth = true: SMTP credentials go over the network in clear",
-            );
-        }
-        unsafe_ones
     }
 }
 
