@@ -649,7 +649,13 @@ async fn a_run_changed_elsewhere_reads_changed_at_once() {
     }
     let here = spawn_app().await;
     let url = here.settings.database.url.clone();
-    let there = spawn_app_with(|s| s.database.url = url).await;
+    // Instances of one database share its key pepper (another is refused at start).
+    let pepper = payroll::startup::load_pepper(&here.settings).expect("pepper");
+    let there = spawn_app_with(|s| {
+        s.database.url = url;
+        s.auth.key_pepper = pepper;
+    })
+    .await;
     three_employees(&here).await;
     let run_id = here
         .create_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
