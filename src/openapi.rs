@@ -209,8 +209,9 @@ fn date_input(nullable: bool) -> Value {
             {"format": "date"},
             {"pattern": crate::http::dates::LOCAL_DATE_TIME_PATTERN}
         ],
-        "not": {"pattern": "^0000-"},
-        "description": "An ISO 8601 date-time (2026-03-01T00:00:00Z; without an offset it is UTC) or a plain date (2026-03-01)."
+        // Typed, so that null (where allowed) is not refused by the `not`.
+        "not": {"type": "string", "pattern": "^0000-"},
+        "description": "An ISO 8601 date-time (2026-03-01T00:00:00Z; without an offset it is UTC) or a plain date (2026-03-01), of a year from 0001 to 9999, also in UTC (an offset may not carry it past them)."
     })
 }
 
@@ -386,7 +387,7 @@ fn request_constraints(schemas: &mut Value) {
         schemas,
         "ResolvePayoutRequest",
         "on_chain_tx_hash",
-        json!({"pattern": "\\S"}),
+        json!({"pattern": "^\\s*(0x[0-9a-fA-F]{64}|[1-9A-HJ-NP-Za-km-z]{64,90})\\s*$"}),
     );
     constrain(schemas, "ResolvePayoutRequest", "note", free_text(1000));
     constrain(schemas, "CancelRunRequest", "reason", free_text(1000));

@@ -35,8 +35,7 @@ pub struct ResolvePayoutRequest {
     pub outcome: Option<ResolvedOutcome>,
     /// With `completed`: the transaction hash, where known, in its chain's form: `0x` and 64
     /// hex digits on an EVM chain, the base58 of a 64-byte signature on Solana (else 400).
-    #[schema(value_type = Option<String>, min_length = 1, max_length = 200,
-        pattern = "^(0x[0-9a-fA-F]{64}|[1-9A-HJ-NP-Za-km-z]{64,90})$")]
+    #[schema(value_type = Option<String>, min_length = 1, max_length = 200)]
     pub on_chain_tx_hash: Option<String>,
     /// What was found, for the audit log (and the failed reason).
     #[schema(value_type = Option<String>, max_length = 1000)]

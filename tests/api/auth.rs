@@ -306,75 +306,51 @@ async fn any_key_reads_itself_without_its_secret() {
 
 /// Revoking needs what rotating needs (CONTRACT §2): every scope of the target key, unless a
 /// key revokes itself.
+/// `DELETE /api-keys/{target}` with `key`.
+async fn revoke_with(
+    app: &crate::helpers::TestApp,
+    key: &str,
+    target: &str,
+) -> crate::helpers::Resp {
+    app.send(
+        "DELETE",
+        &format!("/api/v1/api-keys/{target}"),
+        Some(key),
+        Some(&crate::helpers::new_key()),
+        None,
+        &[],
+    )
+    .await
+}
+
 #[actix_web::test]
 async fn revoking_needs_every_scope_of_the_revoked_key() {
     let app = spawn_app().await;
     let (manager, manager_id) = app.key_with(&["keys:manage", "payroll:read"]).await;
-    let res = app
-        .send(
-            "DELETE",
-            &format!("/api/v1/api-keys/{}", app.key_id),
-            Some(&manager),
-            Some(&crate::helpers::new_key()),
-            None,
-            &[],
-        )
-        .await;
+    let res = revoke_with(&app, &manager, &app.key_id).await;
     assert_eq!(res.status, 403, "{}", res.text);
     assert_eq!(res.code(), "INSUFFICIENT_SCOPE");
     // The admin key still works: nothing was revoked.
     assert_eq!(app.get("/api/v1/payroll-runs").await.status, 200);
     // A key with every scope of the target may; a key may always revoke itself.
     let (reader, reader_id) = app.key_with(&["payroll:read"]).await;
-    let res = app
-        .send(
-            "DELETE",
-            &format!("/api/v1/api-keys/{reader_id}"),
-            Some(&manager),
-            Some(&crate::helpers::new_key()),
-            None,
-            &[],
-        )
-        .await;
+    let res = revoke_with(&app, &manager, &reader_id).await;
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(
         app.get_as(&reader, "/api/v1/payroll-runs").await.status,
         401
     );
-    let res = app
-        .send(
-            "DELETE",
-            &format!("/api/v1/api-keys/{manager_id}"),
-            Some(&manager),
-            Some(&crate::helpers::new_key()),
-            None,
-            &[],
-        )
-        .await;
+    let res = revoke_with(&app, &manager, &manager_id).await;
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(res.data()["status"], "REVOKED");
     // A leaked narrow key, without keys:manage, revokes itself; another key it may not touch.
     let (narrow, narrow_id) = app.key_with(&["payroll:read"]).await;
     let (other, other_id) = app.key_with(&["payroll:read"]).await;
-    let delete = |key: String, target: String| {
-        let app = &app;
-        async move {
-            app.send(
-                "DELETE",
-                &format!("/api/v1/api-keys/{target}"),
-                Some(&key),
-                Some(&crate::helpers::new_key()),
-                None,
-                &[],
-            )
-            .await
-        }
-    };
-    let res = delete(narrow.clone(), other_id.clone()).await;
+    let res = revoke_with(&app, &narrow, &other_id).await;
     assert_eq!(res.status, 403, "{}", res.text);
     assert_eq!(res.code(), "INSUFFICIENT_SCOPE");
     assert_eq!(app.get_as(&other, "/api/v1/payroll-runs").await.status, 200);
-    let res = delete(narrow.clone(), narrow_id.clone()).await;
+    let res = revoke_with(&app, &narrow, &narrow_id).await;
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(res.data()["status"], "REVOKED");
     assert_eq!(

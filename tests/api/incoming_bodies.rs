@@ -247,13 +247,21 @@ async fn import_held_open(app: &TestApp, csv: &str, half: usize) -> TcpStream {
     a
 }
 
-/// One row of CSV for `email`.
-fn one_row(email: &str) -> Vec<u8> {
-    format!(
+/// Imports one row, for `email`, as CSV under `key`.
+async fn import_one(app: &TestApp, key: &str, email: &str) -> crate::helpers::Resp {
+    let csv = format!(
         "name,email,salary_usd_cents,network,wallet_address\nLater,{email},100,BASE,{}\n",
         evm_address(email)
+    );
+    app.send(
+        "POST",
+        "/api/v1/employees/import",
+        Some(&app.key),
+        Some(key),
+        Some(csv.into_bytes()),
+        &[("Content-Type", "text/csv")],
     )
-    .into_bytes()
+    .await
 }
 
 #[actix_web::test]
@@ -269,16 +277,7 @@ async fn one_import_at_a_time_the_others_are_told_when_to_come_back() {
         let a = import_held_open(&app, &csv, half).await;
         let b_email = format!("later{went_first}@example.com");
         let b_key = new_key();
-        let res = app
-            .send(
-                "POST",
-                "/api/v1/employees/import",
-                Some(&app.key),
-                Some(&b_key),
-                Some(one_row(&b_email)),
-                &[("Content-Type", "text/csv")],
-            )
-            .await;
+        let res = import_one(&app, &b_key, &b_email).await;
         if res.status == 429 {
             break (a, res, b_key, b_email);
         }
@@ -334,16 +333,7 @@ async fn one_import_at_a_time_the_others_are_told_when_to_come_back() {
     assert_eq!(body["data"]["created"], 100, "{body}");
 
     // B, sent again under the key of its refusal, runs once the place is free.
-    let res = app
-        .send(
-            "POST",
-            "/api/v1/employees/import",
-            Some(&app.key),
-            Some(&b_key),
-            Some(one_row(&b_email)),
-            &[("Content-Type", "text/csv")],
-        )
-        .await;
+    let res = import_one(&app, &b_key, &b_email).await;
     assert_eq!(res.status, 200, "{}", res.text);
     assert_eq!(res.data()["created"], 1);
     assert_eq!(employee_count(&app).await, 101 + went_first);

@@ -385,25 +385,23 @@ async fn made_up_methods_and_paths_grow_no_series() {
         };
         (method, path)
     };
-    // The first ones make the `other` and `unmatched` series.
-    for i in 0..4 {
+    let send_made_up = |i: usize| {
         let (method, path) = made_up(i);
         let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
-        let _ = client
-            .request(method, format!("{}{path}", server.base))
-            .send()
-            .await;
+        let request = client.request(method, format!("{}{path}", server.base));
+        async move {
+            let _ = request.send().await;
+        }
+    };
+    // The first ones make the `other` and `unmatched` series.
+    for i in 0..4 {
+        send_made_up(i).await;
     }
     // A scrape is counted once it is answered: the next shows the series of scrapes.
     series().await;
     let (before, bytes_before) = series().await;
     for i in 0..1000 {
-        let (method, path) = made_up(i);
-        let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
-        let _ = client
-            .request(method, format!("{}{path}", server.base))
-            .send()
-            .await;
+        send_made_up(i).await;
     }
     let (after, bytes_after) = series().await;
     let grown: Vec<&String> = after.difference(&before).collect();

@@ -800,27 +800,26 @@ async fn subscriptions_need_the_read_scopes_of_their_events_and_endpoints_are_bo
         );
     }
     let (reader, _) = app.key_with(&["webhooks:manage", "payroll:read"]).await;
-    let mut ids = Vec::new();
-    for i in 0..3 {
-        let res = app
-            .write_as(
-                &reader,
+    let register = |url: String| {
+        let (app, reader) = (&app, &reader);
+        async move {
+            app.write_as(
+                reader,
                 "POST",
                 "/api/v1/webhooks",
-                json!({"url": format!("http://127.0.0.1:9/hook{i}"), "events": ["*"]}),
+                json!({"url": url, "events": ["*"]}),
             )
-            .await;
+            .await
+        }
+    };
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let res = register(format!("http://127.0.0.1:9/hook{i}")).await;
         assert_eq!(res.status, 201, "{}", res.text);
         ids.push(res.data()["id"].as_str().expect("id").to_owned());
     }
-    let res = app
-        .write_as(
-            &reader,
-            "POST",
-            "/api/v1/webhooks",
-            json!({"url": "http://127.0.0.1:9/one-more", "events": ["*"]}),
-        )
-        .await;
+    let one_more = || register("http://127.0.0.1:9/one-more".to_owned());
+    let res = one_more().await;
     assert_eq!(res.status, 409, "{}", res.text);
     assert_eq!(res.code(), "WEBHOOK_LIMIT_REACHED");
     assert_eq!(res.json["error"]["details"]["limit"], 3);
@@ -835,13 +834,6 @@ async fn subscriptions_need_the_read_scopes_of_their_events_and_endpoints_are_bo
         )
         .await;
     assert_eq!(res.status, 200, "{}", res.text);
-    let res = app
-        .write_as(
-            &reader,
-            "POST",
-            "/api/v1/webhooks",
-            json!({"url": "http://127.0.0.1:9/one-more", "events": ["*"]}),
-        )
-        .await;
+    let res = one_more().await;
     assert_eq!(res.status, 201, "{}", res.text);
 }

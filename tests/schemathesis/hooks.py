@@ -12,6 +12,9 @@ that schemathesis tests the operations rather than those rules (which the API su
   the zero address.
 - contract_end_date not before contract_start_date; period_end after period_start; expires_at in
   the future.
+- on_chain_tx_hash of a payout resolved: the document takes a hash in either chain's form; the
+  payout's network (BASE for the seeded ones) decides which, so a well-formed hash is replaced
+  by one of BASE's form.
 - a patch of an employee's wallet or contract end that does not fit the stored network or start
   date, and a run whose payees do not exist, are INACTIVE or have no salary: these depend on what
   the database holds, so schemathesis.toml lets those operations answer 400 and the checks
@@ -34,6 +37,7 @@ import schemathesis
 UUID_V4 = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-4[0-9a-fA-F]{3}-[89abAB][0-9a-fA-F]{3}-[0-9a-fA-F]{12}$")
 ADDRESS = re.compile(r"^\s*(0x[0-9a-fA-F]{40}|[1-9A-HJ-NP-Za-km-z]{32,44})\s*$")
 BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+TX_HASH = re.compile(r"^\s*(0x[0-9a-fA-F]{64}|[1-9A-HJ-NP-Za-km-z]{64,90})\s*$")
 
 
 def base58(data: bytes) -> str:
@@ -108,6 +112,10 @@ def fix_body(body):
         body["employee_ids"] = seeded[: max(1, min(len(employee_ids), len(seeded)))]
     if isinstance(body.get("url"), str):
         body["url"] = "http://127.0.0.1:9/hooks"
+    # A hash in either chain's form: the seeded payouts are on BASE, which takes 0x and 64 hex.
+    tx_hash = body.get("on_chain_tx_hash")
+    if isinstance(tx_hash, str) and TX_HASH.match(tx_hash):
+        body["on_chain_tx_hash"] = "0x" + secrets.token_hex(32)
 
 
 def fix_import(rows):
@@ -136,6 +144,14 @@ def map_case(ctx, case):
     else:
         fix_body(case.body)
     return case
+
+
+# Again just before the call: the stateful phase fills values from earlier answers into a case
+# after it was generated (a stored Solana wallet into a patch that names BASE), and those must
+# fit the same rules.
+@schemathesis.hook
+def before_call(ctx, case, **kwargs):
+    map_case(ctx, case)
 
 
 # DELETE revokes an API key or deactivates an employee (CONTRACT §2, §8): the record stays
