@@ -78,6 +78,9 @@ error_codes! {
     RequestTimeout = ("REQUEST_TIMEOUT", 408,
         "The request body did not arrive within api.body_read_timeout_ms of its head; the connection is closed and nothing was done.",
         "Send the whole body at once, on a new connection, with the same Idempotency-Key."),
+    StateConflict = ("STATE_CONFLICT", 409,
+        "A well-formed request that what exists now refuses: it names an employee that does not exist or is INACTIVE, a wallet that does not fit the employee's stored network, a payee twice, a time already past, or a run with no payable employee; details.validation_errors lists each.",
+        "Fix what details.validation_errors names (in the request or in the stored records it refers to) and send the request again."),
     InvalidStatusTransition = ("INVALID_STATUS_TRANSITION", 409,
         "The operation is not allowed in the resource's current status.",
         "Check details.current_status and use one of details.allowed_operations."),
@@ -193,6 +196,16 @@ impl ApiError {
     /// 400 with every invalid field listed.
     pub fn validation(errors: Vec<FieldError>) -> ApiError {
         Self::field_errors(ErrorCode::InvalidRequestBody, "request body", errors)
+    }
+
+    /// 409 `STATE_CONFLICT`: a well-formed body that what exists now refuses, each reason
+    /// listed as for a 400.
+    pub fn state_conflict(errors: Vec<FieldError>) -> ApiError {
+        let message = match errors.as_slice() {
+            [one] => format!("Refused by what exists now: {}: {}", one.field, one.message),
+            many => format!("Refused by what exists now: {} reasons", many.len()),
+        };
+        ApiError::new(ErrorCode::StateConflict, message).detail("validation_errors", json!(errors))
     }
 
     /// 400 for bad query parameters.

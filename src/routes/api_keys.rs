@@ -131,11 +131,18 @@ pub async fn create(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     }
     let now = time::now();
     let expires_at = body.expires_at.map(|d| d.resolve(DayEdge::Start));
-    if expires_at.is_some_and(|t| t <= now) {
-        errors.push(FieldError::new("expires_at", "must be in the future"));
-    }
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
+    }
+    // A time already past is a conflict with the clock, not a malformed body (409).
+    if let Some(at) = expires_at.filter(|t| *t <= now) {
+        return Err(ApiError::state_conflict(vec![FieldError::new(
+            "expires_at",
+            format!(
+                "{} is already past: give a time in the future",
+                time::format(&at)
+            ),
+        )]));
     }
     let beyond: Vec<&str> = scopes
         .iter()

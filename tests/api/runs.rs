@@ -750,3 +750,116 @@ async fn a_lost_announcement_channel_loses_no_change() {
         assert_eq!(read.data()["note"], note.as_str(), "{}", read.text);
     }
 }
+
+/// CONTRACT §4, §8: a well-formed request that what exists now refuses is 409 `STATE_CONFLICT`
+/// with the same `validation_errors` a 400 has; the document could not have said it.
+#[actix_web::test]
+async fn what_exists_now_refuses_with_state_conflict_not_400() {
+    let app = spawn_app().await;
+    let staff = three_employees(&app).await;
+    let period = json!({"period_start": "2026-03-01", "period_end": "2026-03-31"});
+    let with = |extra: Value| {
+        let mut body = period.clone();
+        body.as_object_mut()
+            .expect("object")
+            .extend(extra.as_object().expect("object").clone());
+        body
+    };
+    // An employee that does not exist.
+    let res = app
+        .post("/api/v1/payroll-runs", with(json!({"type": "ad_hoc",
+            "items": [{"employee_id": "emp_01JZZZZZZZZZZZZZZZZZZZZZZZ", "amount_usd_cents": 100}]})))
+        .await;
+    assert_eq!(
+        (res.status.as_u16(), res.code()),
+        (409, "STATE_CONFLICT"),
+        "{}",
+        res.text
+    );
+    assert_eq!(res.invalid_fields(), vec!["items[0].employee_id"]);
+    // A payee twice.
+    let res = app
+        .post(
+            "/api/v1/payroll-runs",
+            with(json!({"type": "ad_hoc",
+            "items": [{"employee_id": id(&staff[0]), "amount_usd_cents": 100},
+                      {"employee_id": id(&staff[0]), "amount_usd_cents": 200}]})),
+        )
+        .await;
+    assert_eq!(
+        (res.status.as_u16(), res.code()),
+        (409, "STATE_CONFLICT"),
+        "{}",
+        res.text
+    );
+    assert_eq!(res.invalid_fields(), vec!["items[1].employee_id"]);
+    // An INACTIVE employee.
+    let gone = app
+        .write_as(
+            &app.key,
+            "DELETE",
+            &format!("/api/v1/employees/{}", id(&staff[1])),
+            json!({}),
+        )
+        .await;
+    assert_eq!(gone.status, 200, "{}", gone.text);
+    let res = app
+        .post(
+            "/api/v1/payroll-runs",
+            with(json!({"employee_ids": [id(&staff[1])]})),
+        )
+        .await;
+    assert_eq!(
+        (res.status.as_u16(), res.code()),
+        (409, "STATE_CONFLICT"),
+        "{}",
+        res.text
+    );
+    assert_eq!(res.invalid_fields(), vec!["employee_ids[0]"]);
+    // An expiry already past.
+    let res = app
+        .post(
+            "/api/v1/api-keys",
+            json!({"name": "late", "scopes": ["payroll:read"],
+            "expires_at": "2020-01-01T00:00:00Z"}),
+        )
+        .await;
+    assert_eq!(
+        (res.status.as_u16(), res.code()),
+        (409, "STATE_CONFLICT"),
+        "{}",
+        res.text
+    );
+    assert_eq!(res.invalid_fields(), vec!["expires_at"]);
+    // A wallet that does not fit the stored network (BASE); with its own network it is judged
+    // as the body's own mistake (400).
+    let path = format!("/api/v1/employees/{}", id(&staff[0]));
+    let solana = "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T";
+    let res = app
+        .write_as(&app.key, "PATCH", &path, json!({"wallet_address": solana}))
+        .await;
+    assert_eq!(
+        (res.status.as_u16(), res.code()),
+        (409, "STATE_CONFLICT"),
+        "{}",
+        res.text
+    );
+    assert_eq!(res.invalid_fields(), vec!["wallet_address"]);
+    let res = app
+        .write_as(
+            &app.key,
+            "PATCH",
+            &path,
+            json!({"wallet_address": solana, "network": "BASE"}),
+        )
+        .await;
+    assert_eq!(
+        (res.status.as_u16(), res.code()),
+        (400, "INVALID_REQUEST_BODY"),
+        "{}",
+        res.text
+    );
+    // Nothing was written by any of them.
+    let runs = app.get("/api/v1/payroll-runs").await;
+    assert_eq!(runs.json["pagination"]["total"], 0, "{}", runs.text);
+}

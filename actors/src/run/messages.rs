@@ -158,7 +158,8 @@ pub enum RunError {
     },
     #[error("this needs the scope {0}")]
     ScopeRequired(&'static str),
-    #[error("invalid: {0:?}")]
+    /// What exists now refuses the request (409 `STATE_CONFLICT`), field by field.
+    #[error("refused by what exists: {0:?}")]
     Invalid(Vec<(String, String)>),
     #[error("exchange unavailable: {0}")]
     Exchange(String),

@@ -181,6 +181,24 @@ fn changes(before: &EmployeeResource, after: &EmployeeResource) -> Value {
     Value::Object(out)
 }
 
+/// A patch refused: 400 if the patch is wrong in itself, 409 `STATE_CONFLICT` if it only
+/// clashes with what is stored (a wallet of another network's shape than the stored network, a
+/// contract end before the stored start): the document can say neither.
+fn refusal_of_patch(patch: &EmployeeUpdate, errors: Vec<FieldError>) -> ApiError {
+    let stored = |e: &FieldError| match e.field.as_str() {
+        "wallet_address" => patch.network.is_none() || patch.wallet_address.is_none(),
+        "contract_end_date" => {
+            patch.contract_start_date.is_none() || patch.contract_end_date.is_none()
+        }
+        _ => false,
+    };
+    if errors.iter().all(stored) {
+        ApiError::state_conflict(errors)
+    } else {
+        ApiError::validation(errors)
+    }
+}
+
 /// Update an employee: any field but id, email and timestamps.
 ///
 /// A changed wallet is what later payouts and retries pay.
@@ -248,7 +266,7 @@ pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     };
     let mut errors = Vec::new();
     let Some(valid) = validate(&merged, "", &mut errors) else {
-        return Err(ApiError::validation(errors));
+        return Err(refusal_of_patch(&patch, errors));
     };
     let before = EmployeeResource::from(&current);
     let wallet_change = wallet_changes::WalletChange::of(

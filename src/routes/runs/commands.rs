@@ -149,7 +149,7 @@ pub fn run_error(req: &ApiRequest, run_id: &str, err: RunError) -> ApiError {
                 "A confirmed run has funds committed to it: a key with payroll:execute (a human) must do this.",
             )
         }
-        RunError::Invalid(errors) => ApiError::validation(
+        RunError::Invalid(errors) => ApiError::state_conflict(
             errors
                 .into_iter()
                 .map(|(field, message)| crate::http::error::FieldError::new(field, message))

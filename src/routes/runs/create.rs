@@ -120,6 +120,7 @@ pub fn create_run(req: &ApiRequest) -> Result<CreateRun, ApiError> {
     // The payees wanted, in order, with the amount an item sets.
     let mut wanted: Vec<(String, String, Option<i64>, Option<String>)> = Vec::new();
     let mut seen = HashSet::new();
+    let mut twice = Vec::new();
     if run_type == RunType::Regular {
         for (i, id) in body.employee_ids.iter().flatten().enumerate() {
             let field = format!("employee_ids[{i}]");
@@ -156,7 +157,8 @@ pub fn create_run(req: &ApiRequest) -> Result<CreateRun, ApiError> {
             match &item.employee_id {
                 None if mistyped("employee_id") => {}
                 None => errors.push(FieldError::new(format!("{field}.employee_id"), "required")),
-                Some(id) if !seen.insert(id.clone()) => errors.push(FieldError::new(
+                // A payee twice: the document cannot say "one item per employee" (409).
+                Some(id) if !seen.insert(id.clone()) => twice.push(FieldError::new(
                     format!("{field}.employee_id"),
                     "one item per employee: this employee is in an earlier item",
                 )),
@@ -199,7 +201,12 @@ pub fn create_run(req: &ApiRequest) -> Result<CreateRun, ApiError> {
         return Err(ApiError::validation(errors));
     };
     if !errors.is_empty() {
+        // Every reason at once: the payees twice too.
+        merge_errors(&mut errors, twice);
         return Err(ApiError::validation(errors));
+    }
+    if !twice.is_empty() {
+        return Err(ApiError::state_conflict(twice));
     }
 
     let payees = if run_type == RunType::Regular && body.employee_ids.is_none() {
