@@ -14,7 +14,9 @@ use serde::Deserialize;
 
 const DEFAULTS: &str = include_str!("../config/default.toml");
 
+mod agents;
 mod secrets;
+pub use agents::{AgentSessionSettings, ApprovalSettings, EmployeeSettings};
 use secrets::ENV_ONLY;
 pub use secrets::Secret;
 
@@ -34,6 +36,9 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     pub email: EmailSettings,
     pub test_run: TestRunSettings,
+    pub employees: EmployeeSettings,
+    pub approvals: ApprovalSettings,
+    pub agent_sessions: AgentSessionSettings,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -258,6 +263,18 @@ impl Settings {
         }
         if self.api.max_concurrent_imports == 0 {
             return bad("api.max_concurrent_imports", "must be at least 1");
+        }
+        if !(1..=8760).contains(&self.approvals.ttl_hours) {
+            return bad("approvals.ttl_hours", "must be 1 to 8760 (a year)");
+        }
+        if !(1..=8760).contains(&self.agent_sessions.max_hours) {
+            return bad("agent_sessions.max_hours", "must be 1 to 8760 (a year)");
+        }
+        if self.employees.wallet_change_hold_hours > 8760 {
+            return bad(
+                "employees.wallet_change_hold_hours",
+                "must be 0 (no hold) to 8760 (a year)",
+            );
         }
         if self.audit.path_max_chars < 16 {
             return bad("audit.path_max_chars", "must be at least 16");

@@ -11,8 +11,8 @@ use utoipa::OpenApi;
 use crate::{
     http::{error::ErrorCode, route::RouteSpec},
     routes::{
-        ROUTES, api_keys, audit_log, docs, employees, events, jobs, payouts, runs, treasury,
-        webhooks,
+        ROUTES, agent_sessions, api_keys, approvals, audit_log, docs, employees, events, jobs,
+        payouts, runs, treasury, webhooks,
     },
 };
 use payroll_actors::views::API_VERSION;
@@ -38,6 +38,7 @@ use payroll_actors::views::API_VERSION;
         employees::get,
         employees::update,
         employees::deactivate,
+        employees::approve_wallet,
         runs::list,
         runs::create,
         runs::get,
@@ -68,6 +69,14 @@ use payroll_actors::views::API_VERSION;
         webhooks::retry_delivery,
         events::list,
         audit_log::list,
+        agent_sessions::create,
+        agent_sessions::list,
+        agent_sessions::get,
+        agent_sessions::revoke,
+        approvals::list,
+        approvals::get,
+        approvals::approve,
+        approvals::reject,
     ),
     components(schemas(
         crate::http::envelope::Pagination,
@@ -323,6 +332,30 @@ fn request_constraints(schemas: &mut Value) {
         "expires_at",
         date_input(true),
     );
+    constrain(
+        schemas,
+        "CreateAgentSessionRequest",
+        "scopes",
+        json!({"minItems": 1, "items": {"type": "string", "enum": crate::routes::agent_sessions::delegable_scopes()}}),
+    );
+    constrain(
+        schemas,
+        "CreateAgentSessionRequest",
+        "description",
+        json!({"minLength": 1, "maxLength": crate::routes::agent_sessions::DESCRIPTION_MAX, "pattern": employee::NAME_PATTERN}),
+    );
+    constrain(
+        schemas,
+        "CreateAgentSessionRequest",
+        "expires_at",
+        date_input(true),
+    );
+    constrain(
+        schemas,
+        "RejectRequest",
+        "reason",
+        json!({"minLength": 1, "maxLength": crate::routes::approvals::REASON_MAX, "pattern": employee::NAME_PATTERN}),
+    );
     for field in ["period_start", "period_end"] {
         constrain(schemas, "CreateRunRequest", field, date_input(false));
     }
@@ -449,6 +482,15 @@ fn decorate(op: &mut Value, spec: &RouteSpec) {
         .as_object_mut()
         .map(std::mem::take)
         .unwrap_or_default();
+    if crate::http::approvals::MONEY_MOVING.contains(&spec.operation) {
+        responses.insert(
+            "202".into(),
+            json!({
+                "description": "Held for approval (CONTRACT §16): called by an agent session, or by any key while approvals.required, the operation does nothing now; the PENDING approval is answered, and a human key with payroll:approve of another lineage approves (it is carried out then) or rejects it",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ApprovalResource"}}}
+            }),
+        );
+    }
     for (status, response) in responses.iter_mut() {
         if status.starts_with('2') {
             wrap_in_envelope(response);

@@ -112,7 +112,16 @@ impl Acknowledgement {
         entry.action = Some(action.action.to_owned());
         entry.resource_type = Some(action.resource_type.to_owned());
         entry.resource_id = Some(action.resource_id);
-        entry.details = action.details;
+        // What the request's entry noted already (an approval it was carried out under, a
+        // path stored cut) stays beside the action's details.
+        let noted = std::mem::replace(&mut entry.details, action.details);
+        if let (Some(details), serde_json::Value::Object(noted)) =
+            (entry.details.as_object_mut(), noted)
+        {
+            for (key, value) in noted {
+                details.entry(key).or_insert(value);
+            }
+        }
         entry.status_code = Some(i32::from(self.status));
         audit::insert(conn, entry).await?;
         Ok(body)

@@ -55,6 +55,7 @@ pub fn actor_entry(actor_type: ActorType, record: &AuditRecord) -> audit_entry::
         request_id: None,
         actor_type,
         api_key_id: None,
+        agent_session_id: None,
         method: None,
         path: None,
         operation: None,

@@ -308,6 +308,7 @@ fn csv_row(out: &mut String, e: &audit_entry::Model) {
         e.request_id.as_deref(),
         Some(e.actor_type.as_str()),
         e.api_key_id.as_deref(),
+        e.agent_session_id.as_deref(),
         e.method.as_deref(),
         e.path.as_deref(),
         e.operation.as_deref(),
@@ -433,6 +434,7 @@ mod tests {
                 "request_id",
                 "actor_type",
                 "api_key_id",
+                "agent_session_id",
                 "method",
                 "path",
                 "operation",
@@ -454,6 +456,7 @@ mod tests {
             request_id: None,
             actor_type: ActorType::ApiKey,
             api_key_id: Some("key_1".into()),
+            agent_session_id: None,
             method: Some("GET".into()),
             path: Some("/a,\"b\"\nc".into()),
             operation: Some("getPayrollRun".into()),
@@ -468,7 +471,7 @@ mod tests {
         csv_row(&mut line, &entry);
         assert_eq!(
             line,
-            "\"aud_1\",2026-11-25T01:02:03.000005Z,,\"API_KEY\",\"key_1\",\"GET\",\
+            "\"aud_1\",2026-11-25T01:02:03.000005Z,,\"API_KEY\",\"key_1\",,\"GET\",\
              \"/a,\"\"b\"\"\nc\",\"getPayrollRun\",,\"\",,200,,\"{\"\"why\"\":\"\"x,\\\"\"y\\\"\"\"\"}\"\n"
         );
     }

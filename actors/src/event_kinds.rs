@@ -14,6 +14,12 @@ pub const EVENT_KINDS: &[&str] = &[
     "payout.failed",
     "payout.cancelled",
     "payout.stuck",
+    "approval.requested",
+    "approval.approved",
+    "approval.rejected",
+    "approval.expired",
+    "approval.failed",
+    "employee.wallet_changed",
     "webhook.test",
 ];
 

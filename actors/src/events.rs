@@ -25,7 +25,8 @@ struct Data<'a, T> {
     object: &'a T,
 }
 
-fn new_event<T: Serialize>(kind: &str, resource_id: &str, object: &T) -> NewEvent {
+/// An event of `kind` about `resource_id` whose object is `object` as the API shows it.
+pub fn new_event<T: Serialize>(kind: &str, resource_id: &str, object: &T) -> NewEvent {
     NewEvent {
         id: ids::new_id(ids::IdKind::Event),
         event_type: kind.to_owned(),

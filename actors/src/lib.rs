@@ -2,6 +2,7 @@
 //! must persist as plain data.
 
 pub mod acknowledgement;
+pub mod approvals;
 pub mod audit;
 pub mod audit_writer;
 pub mod event_kinds;

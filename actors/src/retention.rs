@@ -1,5 +1,6 @@
-//! The `RetentionJanitor` purges idempotency records past their retention window, and
-//! releases the holds of treasury transfers whose process stopped before it released them.
+//! The `RetentionJanitor` purges idempotency records past their retention window, expires
+//! approvals past theirs, and releases the holds of treasury transfers whose process stopped
+//! before it released them.
 
 use std::time::Duration;
 
@@ -61,6 +62,11 @@ impl Actor for RetentionJanitor {
                         Ok(0) => {}
                         Ok(n) => tracing::debug!(purged = n, "expired idempotency records purged"),
                         Err(err) => tracing::warn!(error = %err, "idempotency purge failed"),
+                    }
+                    match crate::approvals::expire_due(&db).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(approvals = n, "approvals expired"),
+                        Err(err) => tracing::warn!(error = %err, "approvals not expired"),
                     }
                     match release_stale_transfer_holds(&db).await {
                         Ok(0) => {}

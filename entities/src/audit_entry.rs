@@ -14,6 +14,8 @@ pub struct Model {
     pub request_id: Option<String>,
     pub actor_type: ActorType,
     pub api_key_id: Option<String>,
+    /// The agent session the request was made under (`api_key_id` is its creating key).
+    pub agent_session_id: Option<String>,
     pub method: Option<String>,
     pub path: Option<String>,
     pub operation: Option<String>,

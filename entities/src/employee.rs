@@ -27,6 +27,12 @@ pub struct Model {
     pub contract_end_date: Option<NaiveDate>,
     /// Completed test payouts not yet taken off a regular run (CONTRACT §9).
     pub test_deduction_balance_usd_cents: i64,
+    /// When the wallet or network last changed (CONTRACT §16).
+    pub wallet_changed_at: Option<DateTime<Utc>>,
+    /// Until when the employee's payouts are held from confirm after that change.
+    pub wallet_hold_until: Option<DateTime<Utc>>,
+    /// The key lineage that made the change: another lineage may lift the hold.
+    pub wallet_changed_by_lineage_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }

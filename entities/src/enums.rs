@@ -138,12 +138,29 @@ impl PayoutStatus {
 
 string_enum!(
     /// Who did an audited action.
-    ActorType { ApiKey = "API_KEY", System = "SYSTEM", Admin = "ADMIN" }
+    ActorType { ApiKey = "API_KEY", AgentSession = "AGENT_SESSION", System = "SYSTEM", Admin = "ADMIN" }
 );
 
 string_enum!(
     /// An idempotency record is claimed while its request runs and completed with its answer.
     IdempotencyState { InFlight = "IN_FLIGHT", Completed = "COMPLETED" }
+);
+
+string_enum!(
+    /// What an outbox email is: a payout notification, or a notice that a wallet changed.
+    EmailKind { Payout = "PAYOUT", WalletChanged = "WALLET_CHANGED" }
+);
+
+string_enum!(
+    /// An approval's life (CONTRACT §16): PENDING until decided or expired; APPROVED once carried
+    /// out (or while being carried out, with no result yet), FAILED when the operation was refused.
+    ApprovalStatus {
+        Pending = "PENDING",
+        Approved = "APPROVED",
+        Rejected = "REJECTED",
+        Expired = "EXPIRED",
+        Failed = "FAILED",
+    }
 );
 
 string_enum!(

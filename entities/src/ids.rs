@@ -17,6 +17,8 @@ pub enum IdKind {
     Transfer,
     Request,
     Email,
+    AgentSession,
+    Approval,
 }
 
 impl IdKind {
@@ -34,6 +36,8 @@ impl IdKind {
             IdKind::Transfer => "trf_",
             IdKind::Request => "req_",
             IdKind::Email => "eml_",
+            IdKind::AgentSession => "ses_",
+            IdKind::Approval => "apr_",
         }
     }
 }

@@ -1,7 +1,9 @@
 //! SeaORM entities of the payroll service, the string enums stored in them, and the id and
 //! money newtypes every layer shares.
 
+pub mod agent_session;
 pub mod api_key;
+pub mod approval;
 pub mod audit_entry;
 pub mod bulk;
 pub mod db;

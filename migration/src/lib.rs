@@ -33,6 +33,8 @@ mod m20261128_000001_drop_outbox_payout_index;
 mod m20261129_000001_create_database_probes;
 mod m20261129_000002_count_funding_decisions;
 mod m20261129_000003_create_service_facts;
+mod m20261130_000001_create_agent_sessions_and_approvals;
+mod m20261130_000002_add_employee_wallet_holds;
 mod postgres;
 mod unused_index;
 
@@ -73,6 +75,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000001_create_database_probes::Migration),
             Box::new(m20261129_000002_count_funding_decisions::Migration),
             Box::new(m20261129_000003_create_service_facts::Migration),
+            Box::new(m20261130_000001_create_agent_sessions_and_approvals::Migration),
+            Box::new(m20261130_000002_add_employee_wallet_holds::Migration),
         ]
     }
 }

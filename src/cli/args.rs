@@ -18,7 +18,7 @@ pub struct Cli {
     /// A configuration file overlaying the defaults (server commands).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// API key (client commands).
+    /// API key, or an agent session's token (client commands).
     #[arg(long, global = true, env = "PAYROLL_API_KEY", hide_env_values = true)]
     pub api_key: Option<String>,
     /// Where the service listens (client commands; default http://127.0.0.1:8080).
@@ -69,6 +69,12 @@ pub enum Command {
     /// API keys.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Agent sessions: part of this key's scopes delegated to an agent for a bounded time.
+    #[command(subcommand)]
+    AgentSessions(AgentSessionsCommand),
+    /// Approvals of money-moving requests (agents' requests, or all with approvals.required).
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
     /// The audit log.
     #[command(subcommand)]
     Audit(AuditCommand),
@@ -360,6 +366,73 @@ pub enum EmployeesCommand {
     /// Import employees from a CSV file (header row of field names) or a JSON array.
     #[command(after_help = "Example:\n  payroll employees import staff.csv")]
     Import { file: PathBuf },
+    /// Lift the hold on an employee's changed wallet (another key lineage than the one that
+    /// changed it; check the change with the employee first).
+    #[command(after_help = "Example:\n  payroll employees approve-wallet emp_01…")]
+    ApproveWallet { employee_id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentSessionsCommand {
+    /// List agent sessions (this key's own; every one with keys:manage).
+    #[command(after_help = "Example:\n  payroll agent-sessions list")]
+    List {
+        #[command(flatten)]
+        page: Page,
+    },
+    /// Show an agent session.
+    #[command(after_help = "Example:\n  payroll agent-sessions get ses_01…")]
+    Get { session_id: String },
+    /// Create an agent session (its token is shown once).
+    #[command(
+        after_help = "Example:\n  payroll agent-sessions create --description \"March payroll agent\" \\\n    --scopes payroll:read,payroll:write,payroll:execute,treasury:read --expires-at 2026-03-02T18:00:00Z"
+    )]
+    Create {
+        /// What the agent is for (1 to 200 characters).
+        #[arg(long)]
+        description: String,
+        #[arg(long, value_delimiter = ',', required = true)]
+        scopes: Vec<String>,
+        /// At most agent_sessions.max_hours ahead (the default).
+        #[arg(long)]
+        expires_at: Option<String>,
+    },
+    /// Revoke an agent session at once.
+    #[command(after_help = "Example:\n  payroll agent-sessions revoke ses_01…")]
+    Revoke { session_id: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// List approvals, newest first.
+    #[command(after_help = "Example:\n  payroll approvals list --status PENDING")]
+    List {
+        /// PENDING, APPROVED, REJECTED, EXPIRED or FAILED.
+        #[arg(long)]
+        status: Option<String>,
+        /// An operationId, e.g. executePayrollRun.
+        #[arg(long)]
+        operation: Option<String>,
+        #[arg(long)]
+        resource_id: Option<String>,
+        #[command(flatten)]
+        page: Page,
+    },
+    /// Show an approval: the request, who asked, and the decision and result once made.
+    #[command(after_help = "Example:\n  payroll approvals get apr_01…")]
+    Get { approval_id: String },
+    /// Approve: the request is carried out now, as its requester.
+    #[command(after_help = "Example:\n  payroll approvals approve apr_01…")]
+    Approve { approval_id: String },
+    /// Reject, with a reason: the request is never carried out.
+    #[command(
+        after_help = "Example:\n  payroll approvals reject apr_01… --reason \"not before the 28th\""
+    )]
+    Reject {
+        approval_id: String,
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -424,6 +497,11 @@ pub enum AuditCommand {
     List {
         #[arg(long)]
         api_key_id: Option<String>,
+        /// API_KEY, AGENT_SESSION, SYSTEM or ADMIN.
+        #[arg(long)]
+        actor_type: Option<String>,
+        #[arg(long)]
+        agent_session_id: Option<String>,
         /// Comma-separated actions.
         #[arg(long)]
         action: Option<String>,

@@ -6,9 +6,9 @@ use serde_json::{Map, Value, json};
 use crate::{
     cli::{
         args::{
-            AuditCommand, Command, EmployeeFields, EmployeesCommand, EventsCommand, JobsCommand,
-            KeysCommand, Page, PayoutsCommand, RunsCommand, TreasuryCommand, WaitArgs,
-            WebhooksCommand,
+            AgentSessionsCommand, ApprovalsCommand, AuditCommand, Command, EmployeeFields,
+            EmployeesCommand, EventsCommand, JobsCommand, KeysCommand, Page, PayoutsCommand,
+            RunsCommand, TreasuryCommand, WaitArgs, WebhooksCommand,
         },
         client::{Call, Client, Failure, Format},
     },
@@ -157,8 +157,61 @@ pub async fn execute(client: &Client, command: Command) -> Result<(), Failure> {
             };
             client.run(&call).await.map(drop)
         }
+        Command::AgentSessions(cmd) => {
+            let call = match cmd {
+                AgentSessionsCommand::List { page } => paged(Call::get("/agent-sessions"), page),
+                AgentSessionsCommand::Get { session_id } => {
+                    Call::get(format!("/agent-sessions/{session_id}"))
+                }
+                AgentSessionsCommand::Create {
+                    description,
+                    scopes,
+                    expires_at,
+                } => {
+                    let mut body = Map::new();
+                    body.insert("description".into(), description.into());
+                    body.insert("scopes".into(), json!(scopes));
+                    insert(&mut body, "expires_at", date("expires-at", expires_at)?);
+                    Call::post("/agent-sessions").json(Value::Object(body))
+                }
+                AgentSessionsCommand::Revoke { session_id } => {
+                    Call::get(format!("/agent-sessions/{session_id}")).with_method(Method::DELETE)
+                }
+            };
+            client.run(&call).await.map(drop)
+        }
+        Command::Approvals(cmd) => {
+            let call = match cmd {
+                ApprovalsCommand::List {
+                    status,
+                    operation,
+                    resource_id,
+                    page,
+                } => paged(
+                    Call::get("/approvals")
+                        .param("status", status)
+                        .param("operation", operation)
+                        .param("resource_id", resource_id),
+                    page,
+                ),
+                ApprovalsCommand::Get { approval_id } => {
+                    Call::get(format!("/approvals/{approval_id}"))
+                }
+                ApprovalsCommand::Approve { approval_id } => {
+                    Call::post(format!("/approvals/{approval_id}/approve"))
+                }
+                ApprovalsCommand::Reject {
+                    approval_id,
+                    reason,
+                } => Call::post(format!("/approvals/{approval_id}/reject"))
+                    .json(json!({"reason": reason})),
+            };
+            client.run(&call).await.map(drop)
+        }
         Command::Audit(AuditCommand::List {
             api_key_id,
+            actor_type,
+            agent_session_id,
             action,
             operation,
             resource_type,
@@ -169,6 +222,8 @@ pub async fn execute(client: &Client, command: Command) -> Result<(), Failure> {
         }) => {
             let call = Call::get("/audit-log")
                 .param("api_key_id", api_key_id)
+                .param("actor_type", actor_type)
+                .param("agent_session_id", agent_session_id)
                 .param("action", action)
                 .param("operation", operation)
                 .param("resource_type", resource_type)
@@ -368,6 +423,9 @@ async fn employees(client: &Client, cmd: EmployeesCommand) -> Result<(), Failure
                 "text/csv"
             };
             Call::post("/employees/import").raw(bytes, content_type)
+        }
+        EmployeesCommand::ApproveWallet { employee_id } => {
+            Call::post(format!("/employees/{employee_id}/wallet-approvals"))
         }
     };
     client.run(&call).await.map(drop)

@@ -6,11 +6,23 @@ use serde_json::Value;
 
 pub use payroll_actors::audit::{AuditRecord, actor_entry, insert};
 
+/// An approved request being carried out (CONTRACT §16): it acts instead of asking again, and
+/// its audit entries name the approval and the approver.
+#[derive(Debug, Clone)]
+pub struct ApprovalGrant {
+    pub approval_id: String,
+    pub approved_by_key_id: String,
+}
+
 /// The facts of one API request an entry records.
 #[derive(Debug, Clone, Default)]
 pub struct RequestFacts {
     pub request_id: String,
     pub api_key_id: Option<String>,
+    /// The agent session the request was made under.
+    pub agent_session_id: Option<String>,
+    /// The approval an approved request is carried out under.
+    pub approval: Option<ApprovalGrant>,
     pub method: String,
     /// The path as stored: cut to `audit.path_max_chars` ([`stored_path`]).
     pub path: String,
@@ -54,8 +66,12 @@ pub fn request_entry(
         id: ids::new_id(ids::IdKind::Audit),
         occurred_at: time::now(),
         request_id: Some(facts.request_id.clone()),
-        actor_type: ActorType::ApiKey,
+        actor_type: match facts.agent_session_id {
+            Some(_) => ActorType::AgentSession,
+            None => ActorType::ApiKey,
+        },
         api_key_id: facts.api_key_id.clone(),
+        agent_session_id: facts.agent_session_id.clone(),
         method: Some(facts.method.clone()),
         path: Some(facts.path.clone()),
         operation: facts.operation.map(str::to_owned),
@@ -64,11 +80,31 @@ pub fn request_entry(
         resource_id: record.map(|r| r.resource_id.clone()),
         status_code: Some(i32::from(status)),
         idempotency_key: facts.idempotency_key.clone(),
-        details: truncation_noted(
-            record.map(|r| r.details.clone()).unwrap_or(details),
-            facts.path_truncated,
+        details: approval_noted(
+            truncation_noted(
+                record.map(|r| r.details.clone()).unwrap_or(details),
+                facts.path_truncated,
+            ),
+            facts.approval.as_ref(),
         ),
     }
+}
+
+/// `details` with the approval an approved request was carried out under, and its approver.
+fn approval_noted(mut details: Value, approval: Option<&ApprovalGrant>) -> Value {
+    if let Some(grant) = approval {
+        let note = serde_json::json!({
+            "id": grant.approval_id,
+            "approved_by_key_id": grant.approved_by_key_id,
+        });
+        match details.as_object_mut() {
+            Some(object) => {
+                object.insert("approval".into(), note);
+            }
+            None => details = serde_json::json!({"approval": note, "details": details}),
+        }
+    }
+    details
 }
 
 /// `details` with `path_truncated: true` when the stored path was cut.

@@ -9,6 +9,8 @@ use sha2::Sha256;
 
 /// Every live key starts with this.
 pub const KEY_PREFIX: &str = "mpk_live_";
+/// Every agent session's token starts with this (CONTRACT §16).
+pub const SESSION_PREFIX: &str = "mps_live_";
 /// Random base62 characters after the prefix.
 const SECRET_LEN: usize = 40;
 /// Characters of the plaintext kept for display.
@@ -27,6 +29,8 @@ pub enum Scope {
     AuditRead,
     WebhooksManage,
     KeysManage,
+    /// Deciding approvals and lifting wallet holds: a human's, granted only by name.
+    PayrollApprove,
 }
 
 impl Scope {
@@ -41,6 +45,14 @@ impl Scope {
         Scope::AuditRead,
         Scope::WebhooksManage,
         Scope::KeysManage,
+        Scope::PayrollApprove,
+    ];
+
+    /// Scopes an agent session never holds: they belong to humans (CONTRACT §16).
+    pub const HUMAN_ONLY: &'static [Scope] = &[
+        Scope::KeysManage,
+        Scope::TreasuryWrite,
+        Scope::PayrollApprove,
     ];
 
     /// Families that a `family:*` wildcard grants whole.
@@ -58,11 +70,17 @@ impl Scope {
             Scope::AuditRead => "audit:read",
             Scope::WebhooksManage => "webhooks:manage",
             Scope::KeysManage => "keys:manage",
+            Scope::PayrollApprove => "payroll:approve",
         }
     }
 
-    fn family(self) -> &'static str {
-        self.as_str().split(':').next().unwrap_or_default()
+    /// The family a `family:*` wildcard grants this scope with; `payroll:approve` is in
+    /// none: it is granted only where it is named.
+    fn family(self) -> Option<&'static str> {
+        match self {
+            Scope::PayrollApprove => None,
+            _ => self.as_str().split(':').next(),
+        }
     }
 }
 
@@ -75,8 +93,7 @@ pub fn is_known_scope(name: &str) -> bool {
 pub fn grants(granted: &[String], required: Scope) -> bool {
     granted.iter().any(|g| {
         g == required.as_str()
-            || (Scope::WILDCARDS.contains(&g.as_str())
-                && g.strip_suffix(":*") == Some(required.family()))
+            || (Scope::WILDCARDS.contains(&g.as_str()) && g.strip_suffix(":*") == required.family())
     })
 }
 
@@ -85,7 +102,7 @@ pub fn may_delegate(granted: &[String], requested: &str) -> bool {
     match requested.strip_suffix(":*") {
         Some(family) => Scope::ALL
             .iter()
-            .filter(|s| s.family() == family)
+            .filter(|s| s.family() == Some(family))
             .all(|s| grants(granted, *s)),
         None => Scope::ALL
             .iter()
@@ -130,6 +147,29 @@ pub fn is_well_formed_key(candidate: &str) -> bool {
     candidate
         .strip_prefix(KEY_PREFIX)
         .is_some_and(|s| s.len() >= 32 && s.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// A new agent session token: the session prefix and 40 random base62 characters.
+pub fn generate_session_token() -> String {
+    let key = generate_key();
+    format!("{SESSION_PREFIX}{}", &key[KEY_PREFIX.len()..])
+}
+
+/// Whether a header value looks like an agent session's token.
+pub fn is_well_formed_session_token(candidate: &str) -> bool {
+    candidate
+        .strip_prefix(SESSION_PREFIX)
+        .is_some_and(|s| s.len() >= 32 && s.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// Whether a scope name (or wildcard) grants something an agent session may never hold.
+pub fn is_human_only(name: &str) -> bool {
+    Scope::HUMAN_ONLY.iter().any(|s| {
+        s.as_str() == name
+            || name
+                .strip_suffix(":*")
+                .is_some_and(|family| s.family() == Some(family))
+    })
 }
 
 /// The status of a key at `now`, and when it stopped working if it did.
@@ -181,6 +221,23 @@ mod tests {
         assert!(!may_delegate(&caller, "employees:*"));
         assert!(!may_delegate(&caller, "keys:manage"));
         assert!(!may_delegate(&caller, "nonsense"));
+    }
+
+    #[test]
+    fn approve_is_granted_only_by_name() {
+        assert!(!grants(&names(&["payroll:*"]), Scope::PayrollApprove));
+        assert!(grants(&names(&["payroll:approve"]), Scope::PayrollApprove));
+        assert!(!grants(&names(&["payroll:approve"]), Scope::PayrollRead));
+        // payroll:* is the family without approve: a key lacking approve may hand it out.
+        assert!(may_delegate(
+            &names(&["payroll:read", "payroll:write", "payroll:execute"]),
+            "payroll:*"
+        ));
+        assert!(!may_delegate(&names(&["payroll:*"]), "payroll:approve"));
+        assert!(is_human_only("treasury:*"));
+        assert!(is_human_only("payroll:approve"));
+        assert!(!is_human_only("payroll:*"));
+        assert!(!is_human_only("treasury:read"));
     }
 
     #[test]

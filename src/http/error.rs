@@ -105,6 +105,12 @@ error_codes! {
     IdempotencyKeyInUse = ("IDEMPOTENCY_KEY_IN_USE", 409,
         "A request with this Idempotency-Key is still being processed.",
         "Wait a moment and retry with the same Idempotency-Key to receive the first request's answer."),
+    ApprovalSelf = ("APPROVAL_SELF", 409,
+        "An approval cannot be decided by the key lineage that made the request, or by an agent session.",
+        "Ask another person, with their own key holding payroll:approve, to decide it."),
+    ApprovalClosed = ("APPROVAL_CLOSED", 409,
+        "The approval is no longer PENDING (approved, rejected, expired or failed): it cannot be decided again.",
+        "Read the approval (GET /api/v1/approvals/{approval_id}) for its status and result; send the operation again for a new approval."),
     TreasuryTransferUnsupported = ("TREASURY_TRANSFER_UNSUPPORTED", 409,
         "The exchange provider cannot move treasury funds itself.",
         "Send USDC to details.deposit_address on details.network from the treasury wallet."),
@@ -240,6 +246,18 @@ impl ApiError {
         )
         .detail("required_scopes", json!(required))
         .detail("granted_scopes", json!(granted))
+    }
+
+    /// 403 for an agent session asking for what only a key (a human) may do (CONTRACT §16).
+    pub fn session_refused(what: &str, granted: &[String]) -> ApiError {
+        ApiError::new(
+            ErrorCode::InsufficientScope,
+            format!("An agent session cannot {what}; only an API key (a human) can."),
+        )
+        .detail("required_scopes", json!([]))
+        .detail("granted_scopes", json!(granted))
+        .detail("reason", "agent_session")
+        .hint("Ask the human whose key created this session to do it.")
     }
 
     /// 500 for a bug: the cause is logged here and never sent.

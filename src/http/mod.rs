@@ -3,9 +3,11 @@
 //! the drain of requests in flight at shutdown.
 
 pub mod announcements;
+pub mod approvals;
 pub mod audit;
 pub mod auth;
 pub mod body;
+pub mod callers;
 pub mod dates;
 pub mod drain;
 pub mod envelope;

@@ -19,21 +19,20 @@ use actix_web::{
     middleware::Next,
     web,
 };
-use chrono::Duration;
 use governor::clock::{Clock, DefaultClock};
-use payroll_entities::{ApiKeyStatus, api_key, ids, time};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+use payroll_entities::ids;
 use serde_json::json;
 
 use crate::{
     http::{
         audit::{self, RequestFacts},
         auth,
+        callers::authenticate,
         error::{ApiError, ErrorCode},
         fail_fast::{Interrupted, refused_by_health},
         idempotency::{self, Verdict},
         incoming::{BodyFault, read_body},
-        request::{ApiRequest, AuditRecorded, BodyType, Caller, IdempotencyClaim, RequestInfo},
+        request::{ApiRequest, AuditRecorded, BodyType, IdempotencyClaim, RequestInfo},
         route::{Access, BodyKind},
     },
     routes,
@@ -341,9 +340,10 @@ async fn admit(
         Access::AnyOf(required) => {
             let caller = authenticate(state, req.headers()).await?;
             facts.api_key_id = Some(caller.key_id.clone());
-            if !required.iter().any(|s| auth::grants(&caller.scopes, *s))
-                && !route.on_own_key(&params, &caller.key_id)
-            {
+            facts.agent_session_id.clone_from(&caller.session_id);
+            // A session acts for its key but is not it: it never revokes it.
+            let own_key = caller.session_id.is_none() && route.on_own_key(&params, &caller.key_id);
+            if !required.iter().any(|s| auth::grants(&caller.scopes, *s)) && !own_key {
                 let names: Vec<&str> = required.iter().map(|s| s.as_str()).collect();
                 return Err(ApiError::insufficient_scope(&names, &caller.scopes));
             }
@@ -353,6 +353,7 @@ async fn admit(
         Access::AnyKey => {
             let caller = authenticate(state, req.headers()).await?;
             facts.api_key_id = Some(caller.key_id.clone());
+            facts.agent_session_id.clone_from(&caller.session_id);
             rate_limit(state, &caller.key_id)?;
             Some(caller)
         }
@@ -461,97 +462,8 @@ async fn admit(
         path: facts.path.clone(),
         state: state.clone(),
         import_permit,
+        approval: None,
     })))
-}
-
-/// Looks the bearer key up by its keyed hash (held briefly, see [`crate::http::key_cache`]) and
-/// checks it is usable now.
-pub(crate) async fn authenticate(
-    state: &AppState,
-    headers: &HeaderMap,
-) -> Result<Caller, ApiError> {
-    let invalid = |why: &str| ApiError::new(ErrorCode::InvalidApiKey, format!("{why}."));
-    let Some(header) = headers.get(header::AUTHORIZATION) else {
-        return Err(invalid("The Authorization header is missing"));
-    };
-    let token = header
-        .to_str()
-        .ok()
-        .and_then(|h| h.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim())
-        .ok_or_else(|| invalid("The Authorization header must be `Bearer <API key>`"))?;
-    if !auth::is_well_formed_key(token) {
-        return Err(invalid(
-            "The API key is malformed (keys start with mpk_live_)",
-        ));
-    }
-    let hash = auth::hash_key(state.pepper.expose().as_bytes(), token);
-    let key = match state.verified_keys.get(&hash) {
-        Ok(key) => key,
-        Err(start) => {
-            let key = api_key::Entity::find()
-                .filter(api_key::Column::KeyHash.eq(hash.as_str()))
-                .one(&state.db.conn)
-                .await?
-                .ok_or_else(|| invalid("The API key is not known"))?;
-            state.verified_keys.store(start, hash.clone(), key.clone());
-            key
-        }
-    };
-    let now = time::now();
-    match auth::key_status(&key, now) {
-        (ApiKeyStatus::Revoked, _) => return Err(invalid("The API key has been revoked")),
-        (ApiKeyStatus::Expired, at) => {
-            let at = at.map(|t| time::format(&t));
-            return Err(ApiError::new(
-                ErrorCode::ApiKeyExpired,
-                format!(
-                    "The API key expired at {}.",
-                    at.as_deref().unwrap_or("an earlier time")
-                ),
-            )
-            .detail("expired_at", json!(at)));
-        }
-        (ApiKeyStatus::Active, _) => {}
-    }
-    if key
-        .last_used_at
-        .is_none_or(|t| now - t >= Duration::minutes(1))
-    {
-        touch_key(state.db.clone(), key.id.clone(), now);
-        state.verified_keys.touched(&hash, now);
-    }
-    Ok(Caller {
-        scopes: auth::parse_scope_list(&key.scopes),
-        key_id: key.id,
-        lineage_id: key.lineage_id,
-    })
-}
-
-/// Updates `last_used_at` (at most once a minute) without delaying the request.
-fn touch_key(db: payroll_entities::db::Db, key_id: String, now: chrono::DateTime<chrono::Utc>) {
-    use sea_orm::sea_query::ExprTrait;
-    actix_web::rt::spawn(async move {
-        let result = async {
-            let tx = db.begin_write().await?;
-            api_key::Entity::update_many()
-                .col_expr(api_key::Column::LastUsedAt, Expr::value(now))
-                .filter(api_key::Column::Id.eq(key_id))
-                .filter(
-                    api_key::Column::LastUsedAt
-                        .is_null()
-                        .or(api_key::Column::LastUsedAt.lt(now - Duration::minutes(1))),
-                )
-                .exec(&*tx)
-                .await?;
-            tx.commit().await
-        }
-        .await;
-        if let Err(err) = result {
-            tracing::debug!(error = %err, "last_used_at not updated");
-        }
-    });
 }
 
 pub(crate) fn rate_limit(state: &AppState, key_id: &str) -> Result<(), ApiError> {

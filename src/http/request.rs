@@ -9,6 +9,7 @@ use actix_web::{
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
+pub use crate::http::audit::ApprovalGrant;
 use crate::http::{
     body::{parse_collecting, parse_partial},
     envelope::{Pagination, envelope_around, envelope_bytes, json_response},
@@ -17,13 +18,29 @@ use crate::http::{
     route::RouteSpec,
 };
 
-/// The authenticated caller of a request.
+/// The authenticated caller of a request: a key, or an agent session acting for its key.
 #[derive(Debug, Clone)]
 pub struct Caller {
+    /// The key, or the session's creating key (what audit entries name as `api_key_id`).
     pub key_id: String,
-    /// Idempotency keys are scoped to this: a rotated key shares its predecessor's space.
+    /// Idempotency keys are scoped to this: a rotated key shares its predecessor's space; an
+    /// agent session has a space of its own (its id).
     pub lineage_id: String,
+    /// The key's lineage (for a session, its creating key's): who is "the same person" when
+    /// approvals and wallet holds ask for another one.
+    pub key_lineage_id: String,
     pub scopes: Vec<String>,
+    /// The agent session the request is made under (CONTRACT §16).
+    pub session_id: Option<String>,
+}
+
+impl Caller {
+    pub fn actor_type(&self) -> payroll_entities::ActorType {
+        match self.session_id {
+            Some(_) => payroll_entities::ActorType::AgentSession,
+            None => payroll_entities::ActorType::ApiKey,
+        }
+    }
 }
 
 /// The claim this request holds on its Idempotency-Key while it runs.
@@ -70,6 +87,8 @@ pub struct RequestInfo {
     pub state: web::Data<crate::state::AppState>,
     /// An import's place among `api.max_concurrent_imports`, given back when the request ends.
     pub import_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Set when an approved request is carried out.
+    pub approval: Option<ApprovalGrant>,
 }
 
 /// The request context handlers take as an argument.
@@ -214,6 +233,8 @@ impl RequestInfo {
         crate::http::audit::RequestFacts {
             request_id: self.request_id.clone(),
             api_key_id: self.caller.as_ref().map(|c| c.key_id.clone()),
+            agent_session_id: self.caller.as_ref().and_then(|c| c.session_id.clone()),
+            approval: self.approval.clone(),
             method: method.to_owned(),
             path,
             path_truncated,

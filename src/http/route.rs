@@ -80,6 +80,31 @@ pub const fn any(scopes: &'static [Scope]) -> Access {
 /// Path parameters of a matched route: name and value.
 pub type PathParams = Vec<(&'static str, String)>;
 
+/// Matches a method and a path (relative to `/api/v1`) against the route table.
+pub type Matcher =
+    fn(&Method, &str) -> Result<(&'static RouteSpec, PathParams), crate::http::error::ApiError>;
+
+static MATCHER: std::sync::OnceLock<Matcher> = std::sync::OnceLock::new();
+
+/// Makes the route table's matcher known to what runs a stored request again (an approved
+/// one) without naming the table; installed when the routes are configured.
+pub fn install_matcher(matcher: Matcher) {
+    let _ = MATCHER.set(matcher);
+}
+
+/// The route of a stored request, by the installed matcher.
+pub fn match_stored(
+    method: &Method,
+    path: &str,
+) -> Result<(&'static RouteSpec, PathParams), crate::http::error::ApiError> {
+    match MATCHER.get() {
+        Some(matcher) => matcher(method, path),
+        None => Err(crate::http::error::ApiError::internal(
+            "the route table is not configured",
+        )),
+    }
+}
+
 /// A route pattern split at `/` (`/payroll-runs/{run_id}` → `["", "payroll-runs", "{run_id}"]`).
 pub type Segments = Vec<&'static str>;
 

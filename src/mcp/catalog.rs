@@ -305,9 +305,16 @@ fn tool(op: &Operation, document: &Value) -> ToolSpec {
     }
 }
 
+/// Stands among the granted scopes when the credential is an agent session's token.
+pub const SESSION_MARKER: &str = "(agent session)";
+
 /// Whether a key holding `granted` (wildcards included) may call the tool: any one of its
 /// required scopes suffices; a tool without any is open to every valid key.
 pub fn allowed(tool: &ToolSpec, granted: &[String]) -> bool {
+    // A session may not create sessions: the tool is not offered to it.
+    if tool.name == "createAgentSession" && granted.iter().any(|g| g == SESSION_MARKER) {
+        return false;
+    }
     let Some(required) = &tool.required_scopes else {
         return true;
     };
@@ -542,8 +549,23 @@ mod tests {
             "audit:read",
             "webhooks:manage",
             "keys:manage",
+            "payroll:approve",
         ]);
         assert_eq!(everything.len(), tools.len());
-        assert_eq!(visible(&[]), vec!["getCurrentApiKey".to_owned()]);
+        let mut keyless = visible(&[]);
+        keyless.sort();
+        assert_eq!(
+            keyless,
+            [
+                "createAgentSession",
+                "getAgentSession",
+                "getCurrentApiKey",
+                "listAgentSessions",
+                "revokeAgentSession"
+            ]
+        );
+        // The decide tools need payroll:approve by name: a session (or payroll:*) never sees them.
+        assert!(!family.contains(&"approveApproval".to_owned()));
+        assert!(family.contains(&"getApproval".to_owned()));
     }
 }

@@ -70,6 +70,14 @@ pub const WRITES: &[(&str, Hints)] = &[
     ("rotateWebhookSecret", DESTROYS),
     ("testWebhook", ADDS),
     ("retryWebhookDelivery", ADDS),
+    ("createAgentSession", ADDS),
+    ("revokeAgentSession", DESTROYS_ONCE),
+    // Approving carries the money-moving operation out: destructive; deciding again only
+    // answers 409.
+    ("approveApproval", DESTROYS_ONCE),
+    ("rejectApproval", DESTROYS_ONCE),
+    // Lifting a wallet hold lets payouts go to a new wallet: not undoable.
+    ("approveEmployeeWallet", DESTROYS_ONCE),
 ];
 
 /// The hints of an operation: every GET reads; a write not in the table gets MCP's cautious

@@ -84,6 +84,12 @@ impl PayrollMcp {
             .flatten()
             .filter_map(Value::as_str)
             .map(str::to_owned)
+            .chain(
+                body["data"]["id"]
+                    .as_str()
+                    .filter(|id| id.starts_with("ses_"))
+                    .map(|_| crate::mcp::catalog::SESSION_MARKER.to_owned()),
+            )
             .collect();
         *self.granted.borrow_mut() = Some(granted.clone());
         Ok(granted)

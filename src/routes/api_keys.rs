@@ -191,7 +191,8 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     req.ok(&ApiKeyResource::from_model(&key, time::now()))
 }
 
-/// Get the calling API key, to learn its scopes.
+/// Get the calling API key, to learn its scopes. Called with an agent session's token, it
+/// answers the session in the same shape (`id` `ses_…`, `name` its description).
 #[utoipa::path(get, path = "/api-keys/current", operation_id = "getCurrentApiKey", tag = "api-keys",
     responses((status = 200, description = "The calling key (never its secret): its scopes tell a client what it may do", body = ApiKeyResource)))]
 #[tracing::instrument(skip_all)]
@@ -202,7 +203,29 @@ pub async fn current(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .as_ref()
         .ok_or_else(|| ApiError::internal("an authenticated route without a caller"))?;
     let key = find_key(&req, &caller.key_id).await?;
-    req.ok(&ApiKeyResource::from_model(&key, time::now()))
+    let now = time::now();
+    // An agent session is shown as the credential it is, in the key's shape: its id, its
+    // description as the name, its own scopes and status.
+    if let Some(session_id) = &caller.session_id {
+        let session = payroll_entities::agent_session::Entity::find_by_id(session_id.as_str())
+            .one(&req.state().db.conn)
+            .await?
+            .ok_or_else(|| ApiError::not_found("agent_session", session_id))?;
+        let status = crate::http::callers::session_status(&session, Some(&key), now).0;
+        return req.ok(&ApiKeyResource {
+            id: session.id,
+            name: session.description,
+            prefix: session.prefix,
+            scopes: auth::parse_scope_list(&session.scopes),
+            status,
+            expires_at: Some(session.expires_at.into()),
+            last_used_at: session.last_used_at.map(Into::into),
+            created_at: session.created_at.into(),
+            rotated_from: None,
+            key: None,
+        });
+    }
+    req.ok(&ApiKeyResource::from_model(&key, now))
 }
 
 /// Only an ACTIVE key is rotated (409 otherwise).
@@ -302,7 +325,8 @@ pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let key = find_key(&req, req.param("key_id")).await?;
     // Revoking, like rotating, needs every scope of the target; a key may always revoke itself.
-    if req.caller()?.key_id != key.id {
+    let caller = req.caller()?;
+    if caller.session_id.is_some() || caller.key_id != key.id {
         holds_every_scope(&req, &auth::parse_scope_list(&key.scopes)).map_err(|e| {
             e.hint("Revoking a key needs every scope it holds; a key holding all of them (or the key itself) may revoke it.")
         })?;
@@ -319,6 +343,8 @@ pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         announce_key_change(&*tx, &hash).await?;
         revoked
     };
+    // Its agent sessions end with it (CONTRACT §2, §16).
+    crate::routes::agent_sessions::revoke_sessions_of(&*tx, &revoked.id, now).await?;
     let shown = ApiKeyResource::from_model(&revoked, now);
     let record = AuditRecord::new("API_KEY_REVOKED", "api_key", &revoked.id);
     let answer = req

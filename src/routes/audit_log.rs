@@ -17,7 +17,10 @@ pub struct AuditEntryResource {
     pub occurred_at: Timestamp,
     pub request_id: Option<String>,
     pub actor_type: ActorType,
+    /// The key, or for an agent session its creating key.
     pub api_key_id: Option<String>,
+    /// The agent session the request was made under.
+    pub agent_session_id: Option<String>,
     pub method: Option<String>,
     pub path: Option<String>,
     /// The OpenAPI operationId.
@@ -40,6 +43,7 @@ impl From<audit_entry::Model> for AuditEntryResource {
             request_id: m.request_id,
             actor_type: m.actor_type,
             api_key_id: m.api_key_id,
+            agent_session_id: m.agent_session_id,
             method: m.method,
             path: m.path,
             operation: m.operation,
@@ -53,10 +57,11 @@ impl From<audit_entry::Model> for AuditEntryResource {
     }
 }
 
-/// List audit log entries, newest first, filtered by key, action, operation, resource or time.
+/// List audit log entries, newest first, filtered by key, actor type, agent session, action,
+/// operation, resource or time.
 #[utoipa::path(get, path = "/audit-log", operation_id = "listAuditEntries", tag = "audit",
     params(
-        ("api_key_id" = Option<String>, Query), ("action" = Option<String>, Query, description = "comma-separated list"),
+        ("api_key_id" = Option<String>, Query), ("actor_type" = Option<ActorType>, Query), ("agent_session_id" = Option<String>, Query), ("action" = Option<String>, Query, description = "comma-separated list"),
         ("operation" = Option<String>, Query), ("resource_type" = Option<String>, Query), ("resource_id" = Option<String>, Query),
         ("after" = Option<String>, Query, description = "date-time or date"), ("before" = Option<String>, Query, description = "date-time or date"),
         ("limit" = Option<u64>, Query, description = "1–200, default 25"), ("offset" = Option<u64>, Query, description = "default 0")),
@@ -65,6 +70,8 @@ impl From<audit_entry::Model> for AuditEntryResource {
 pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut query = req.query()?;
     let api_key_id = query.str("api_key_id");
+    let actor_type = query.str("actor_type");
+    let agent_session_id = query.str("agent_session_id");
     let actions = query.str("action");
     let operation = query.str("operation");
     let resource_type = query.str("resource_type");
@@ -72,8 +79,23 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let after = query.datetime("after");
     let before = query.datetime("before");
     let page = query.page();
+    let actor_type = match actor_type
+        .as_deref()
+        .map(|raw| (raw, ActorType::parse(raw)))
+    {
+        None => None,
+        Some((_, Some(parsed))) => Some(parsed),
+        Some((raw, None)) => {
+            return Err(ApiError::query(vec![crate::http::error::FieldError::new(
+                "actor_type",
+                format!("`{raw}` is not one of {}", ActorType::spellings()),
+            )]));
+        }
+    };
     query.finish(&[
         "api_key_id",
+        "actor_type",
+        "agent_session_id",
         "action",
         "operation",
         "resource_type",
@@ -92,6 +114,12 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let mut select = audit_entry::Entity::find();
     if let Some(id) = api_key_id {
         select = select.filter(audit_entry::Column::ApiKeyId.eq(id));
+    }
+    if let Some(actor_type) = actor_type {
+        select = select.filter(audit_entry::Column::ActorType.eq(actor_type));
+    }
+    if let Some(id) = agent_session_id {
+        select = select.filter(audit_entry::Column::AgentSessionId.eq(id));
     }
     if let Some(actions) = actions {
         let list: Vec<String> = actions

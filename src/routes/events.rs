@@ -13,7 +13,8 @@ use crate::http::{
 
 pub use payroll_actors::views::EventResource;
 
-/// List emitted events, newest first, filtered by type or creation time.
+/// List emitted events, newest first, filtered by type or creation time. Employee events are
+/// listed only to keys that also hold employees:read.
 #[utoipa::path(get, path = "/events", operation_id = "listEvents", tag = "events",
     params(
         ("type" = Option<String>, Query, description = "an event kind, e.g. payout.completed"),
@@ -28,6 +29,12 @@ pub async fn list(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let page = query.page();
     query.finish(&["type", "created_after", "limit", "offset"])?;
     let mut select = event::Entity::find();
+    // Each event is listed to a caller who could read its object (CONTRACT §10): employee
+    // events need employees:read besides the route's payroll:read.
+    let caller = req.caller()?;
+    if !crate::http::auth::grants(&caller.scopes, crate::http::auth::Scope::EmployeesRead) {
+        select = select.filter(event::Column::EventType.not_like("employee.%"));
+    }
     if let Some(kind) = kind {
         let canonical = kind_filter("type", &kind)?;
         select = select.filter(event::Column::EventType.eq(canonical));

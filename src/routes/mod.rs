@@ -2,7 +2,9 @@
 //! kind. The gate authorises from it, `configure` registers from it, and the OpenAPI document
 //! is checked against it. Run routes exist under `/payroll-runs` and the `/runs` alias.
 
+pub mod agent_sessions;
 pub mod api_keys;
+pub mod approvals;
 pub mod audit_log;
 pub mod docs;
 pub mod employees;
@@ -44,6 +46,7 @@ pub static ROUTES: &[RouteSpec] = &[
     RouteSpec { method: Method::GET, path: "/employees/{employee_id}", operation: "getEmployee", access: any(&[EmployeesRead]), body: BodyKind::None, handler: |r| r.to(employees::get) },
     RouteSpec { method: Method::PATCH, path: "/employees/{employee_id}", operation: "updateEmployee", access: any(&[EmployeesWrite]), body: BodyKind::Json, handler: |r| r.to(employees::update) },
     RouteSpec { method: Method::DELETE, path: "/employees/{employee_id}", operation: "deactivateEmployee", access: any(&[EmployeesWrite]), body: BodyKind::Json, handler: |r| r.to(employees::deactivate) },
+    RouteSpec { method: Method::POST, path: "/employees/{employee_id}/wallet-approvals", operation: "approveEmployeeWallet", access: any(&[PayrollApprove]), body: BodyKind::Json, handler: |r| r.to(employees::approve_wallet) },
     RouteSpec { method: Method::GET, path: "/payroll-runs", operation: "listPayrollRuns", access: any(&[PayrollRead]), body: BodyKind::None, handler: |r| r.to(runs::list) },
     RouteSpec { method: Method::POST, path: "/payroll-runs", operation: "createPayrollRun", access: any(&[PayrollWrite]), body: BodyKind::Json, handler: |r| r.to(runs::create) },
     RouteSpec { method: Method::GET, path: "/payroll-runs/{run_id}", operation: "getPayrollRun", access: any(&[PayrollRead]), body: BodyKind::None, handler: |r| r.to(runs::get) },
@@ -73,6 +76,14 @@ pub static ROUTES: &[RouteSpec] = &[
     RouteSpec { method: Method::GET, path: "/webhooks/{webhook_id}/deliveries", operation: "listWebhookDeliveries", access: any(&[WebhooksManage]), body: BodyKind::None, handler: |r| r.to(webhooks::deliveries) },
     RouteSpec { method: Method::POST, path: "/webhooks/{webhook_id}/deliveries/{delivery_id}/retry", operation: "retryWebhookDelivery", access: any(&[WebhooksManage]), body: BodyKind::Json, handler: |r| r.to(webhooks::retry_delivery) },
     RouteSpec { method: Method::GET, path: "/events", operation: "listEvents", access: any(&[PayrollRead]), body: BodyKind::None, handler: |r| r.to(events::list) },
+    RouteSpec { method: Method::POST, path: "/agent-sessions", operation: "createAgentSession", access: Access::AnyKey, body: BodyKind::Json, handler: |r| r.to(agent_sessions::create) },
+    RouteSpec { method: Method::GET, path: "/agent-sessions", operation: "listAgentSessions", access: Access::AnyKey, body: BodyKind::None, handler: |r| r.to(agent_sessions::list) },
+    RouteSpec { method: Method::GET, path: "/agent-sessions/{session_id}", operation: "getAgentSession", access: Access::AnyKey, body: BodyKind::None, handler: |r| r.to(agent_sessions::get) },
+    RouteSpec { method: Method::DELETE, path: "/agent-sessions/{session_id}", operation: "revokeAgentSession", access: Access::AnyKey, body: BodyKind::Json, handler: |r| r.to(agent_sessions::revoke) },
+    RouteSpec { method: Method::GET, path: "/approvals", operation: "listApprovals", access: any(&[PayrollRead, PayrollApprove]), body: BodyKind::None, handler: |r| r.to(approvals::list) },
+    RouteSpec { method: Method::GET, path: "/approvals/{approval_id}", operation: "getApproval", access: any(&[PayrollRead, PayrollApprove]), body: BodyKind::None, handler: |r| r.to(approvals::get) },
+    RouteSpec { method: Method::POST, path: "/approvals/{approval_id}/approve", operation: "approveApproval", access: any(&[PayrollApprove]), body: BodyKind::Json, handler: |r| r.to(approvals::approve) },
+    RouteSpec { method: Method::POST, path: "/approvals/{approval_id}/reject", operation: "rejectApproval", access: any(&[PayrollApprove]), body: BodyKind::Json, handler: |r| r.to(approvals::reject) },
     RouteSpec { method: Method::GET, path: "/audit-log", operation: "listAuditEntries", access: any(&[AuditRead]), body: BodyKind::None, handler: |r| r.to(audit_log::list) },
 ];
 
@@ -146,6 +157,7 @@ fn route_not_found(method: &str, path: &str) -> ApiError {
 /// scope per first segment (`/payroll-runs`, `/employees`, …): a request is matched against
 /// the patterns of its own scope only, not of the whole API.
 pub fn configure(cfg: &mut web::ServiceConfig) {
+    crate::http::route::install_matcher(match_route);
     let mut paths: Vec<String> = Vec::new();
     for spec in ROUTES {
         for path in std::iter::once(spec.path.to_owned()).chain(spec.alias()) {

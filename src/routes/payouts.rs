@@ -75,6 +75,9 @@ pub async fn get(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 pub async fn retry(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let payout = find_payout(&req).await?;
+    if let Some(held) = crate::http::approvals::hold(&req, Some(&payout.id)).await? {
+        return Ok(held);
+    }
     let command = RunCommand::RetryPayout {
         payout_id: payout.id,
     };
@@ -143,6 +146,9 @@ pub async fn resolve(req: ApiRequest) -> Result<HttpResponse, ApiError> {
                 payout.network.as_str()
             ),
         )]));
+    }
+    if let Some(held) = crate::http::approvals::hold(&req, Some(&payout.id)).await? {
+        return Ok(held);
     }
     let resolution = match body.outcome {
         Some(ResolvedOutcome::Failed) => Resolution::Failed { note: body.note },

@@ -32,10 +32,13 @@ use sea_orm::{
     sea_query::{Expr, Func},
 };
 
+mod pending;
+
 use super::html::{escape, page};
 use crate::{
     http::{
         auth::{self, Scope},
+        callers,
         error::{ApiError, ErrorCode},
         pipeline,
     },
@@ -151,6 +154,15 @@ pub async fn status_page(
                 );
             }
         }
+    } else {
+        needs_scope(&mut html, Scope::PayrollRead);
+    }
+
+    html.push_str("<h2>Pending approvals</h2>");
+    if db_down {
+        database_away(&mut html);
+    } else if sections.runs {
+        pending::render(&mut html, &state).await;
     } else {
         needs_scope(&mut html, Scope::PayrollRead);
     }
@@ -280,9 +292,9 @@ async fn authenticate(
                 ApiError::new(ErrorCode::InvalidApiKey, "The API key is malformed.")
             })?;
             bearer.insert(header::AUTHORIZATION, value);
-            pipeline::authenticate(state, &bearer).await?
+            callers::authenticate(state, &bearer).await?
         }
-        None => pipeline::authenticate(state, headers).await?,
+        None => callers::authenticate(state, headers).await?,
     };
     pipeline::rate_limit(state, &caller.key_id)?;
     Ok(caller)

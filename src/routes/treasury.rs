@@ -182,6 +182,9 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
     if !errors.is_empty() {
         return Err(ApiError::validation(errors));
     }
+    if let Some(held) = crate::http::approvals::hold(&req, None).await? {
+        return Ok(held);
+    }
     let amount = Cents(body.amount_usd_cents.unwrap_or_default());
     let direction = body.direction.unwrap_or(TransferDirection::ToExchange);
     let state = req.state();

@@ -2,7 +2,7 @@
 //! test runs and emails, through the real API.
 
 use payroll_entities::{SandboxAccount, email_outbox, sandbox_withdrawal};
-use sea_orm::{EntityTrait, QueryOrder};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::{Value, json};
 
 use crate::helpers::{
@@ -377,6 +377,21 @@ async fn failed_addresses_fail_and_a_retry_pays_the_fixed_wallet() {
         )
         .await;
     assert_eq!(res.status, 200);
+    // A changed wallet is held (CONTRACT §16): the retry waits until another person lifts it.
+    let retry = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/retry-failed"))
+        .await;
+    assert_eq!(retry.code(), "STATE_CONFLICT", "{}", retry.text);
+    let (approver, _) = app.key_with(&["payroll:approve"]).await;
+    let lifted = app
+        .write_as(
+            &approver,
+            "POST",
+            &format!("/api/v1/employees/{}/wallet-approvals", id(&people[1])),
+            json!({}),
+        )
+        .await;
+    assert_eq!(lifted.status, 200, "{}", lifted.text);
     let retry = app
         .act(&format!("/api/v1/payroll-runs/{run_id}/retry-failed"))
         .await;
@@ -399,6 +414,7 @@ async fn failed_addresses_fail_and_a_retry_pays_the_fixed_wallet() {
     assert_eq!(sent.len(), 4, "three first attempts and one retry");
     // One notification per (payout, attempt): the retried payout has one for each attempt.
     let mut queued: Vec<(String, i32, String, String)> = email_outbox::Entity::find()
+        .filter(email_outbox::Column::Kind.eq(payroll_entities::EmailKind::Payout))
         .all(&app.db().await.conn)
         .await
         .expect("outbox")

@@ -382,6 +382,8 @@ async fn deductions_survive_a_concurrent_completion_and_come_back_from_failed_pa
     let app = spawn_app_with(|s| {
         s.exchange.sandbox.fail_addresses = vec![bad.clone()];
         s.exchange.sandbox.completion_delay_ms = 50;
+        // Wallets are fixed and paid at once here; holds are tested in agents.rs.
+        s.employees.wallet_change_hold_hours = 0;
     })
     .await;
     let db = app.db().await;

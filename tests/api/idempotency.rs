@@ -209,7 +209,8 @@ async fn an_error_stores_nothing_so_the_fixed_request_runs() {
             &[],
         )
         .await;
-    assert_eq!(res.status, 400, "{}", res.text);
+    assert_eq!(res.status, 409, "{}", res.text);
+    assert_eq!(res.code(), "STATE_CONFLICT");
     assert_eq!(res.invalid_fields(), vec!["employee_ids"]);
     // The cause is fixed: now there is someone to pay, and the same key runs the operation.
     app.create_employee("Ada", "ada@example.com", 10_000).await;

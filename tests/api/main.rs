@@ -1,5 +1,6 @@
 //! Integration tests: the real application over HTTP.
 
+mod agents;
 mod audit;
 mod auth;
 mod cli;

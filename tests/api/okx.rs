@@ -739,7 +739,8 @@ async fn okx_networks_and_minimums_are_checked_per_payee_chain_at_confirm() {
     let res = app
         .act(&format!("/api/v1/payroll-runs/{run_id}/confirm"))
         .await;
-    assert_eq!(res.status, 400, "{}", res.text);
+    assert_eq!(res.status, 409, "{}", res.text);
+    assert_eq!(res.code(), "STATE_CONFLICT");
     let listed = payouts(&app, &run_id).await;
     let payout_of = |employee: &str| {
         listed

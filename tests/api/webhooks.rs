@@ -794,12 +794,17 @@ async fn subscriptions_need_the_read_scopes_of_their_events_and_endpoints_are_bo
             .await;
         assert_eq!(res.status, 403, "{events}: {}", res.text);
         assert_eq!(res.code(), "INSUFFICIENT_SCOPE");
-        assert_eq!(
-            res.json["error"]["details"]["required_scopes"],
+        // `*` receives employee events too (CONTRACT §10, §16).
+        let needed = if events == json!(["*"]) {
+            json!(["employees:read", "payroll:read"])
+        } else {
             json!(["payroll:read"])
-        );
+        };
+        assert_eq!(res.json["error"]["details"]["required_scopes"], needed);
     }
-    let (reader, _) = app.key_with(&["webhooks:manage", "payroll:read"]).await;
+    let (reader, _) = app
+        .key_with(&["webhooks:manage", "payroll:read", "employees:read"])
+        .await;
     let register = |url: String| {
         let (app, reader) = (&app, &reader);
         async move {

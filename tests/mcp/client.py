@@ -281,7 +281,7 @@ async def with_payroll_read(operations):
             assert "executePayrollRun" not in tools and "listEmployees" not in tools
             # Every listed tool reads, but sync, which payroll:read may call.
             writes = {n for n, t in tools.items() if not t.annotations.read_only_hint}
-            assert writes == {"syncPayrollRun"}, writes
+            assert writes == {"syncPayrollRun", "createAgentSession", "revokeAgentSession"}, writes
             # A tool the key may not call is refused by the MCP server itself, as an unknown
             # one is: the call never reaches the API.
             for hidden in ("executePayrollRun", "createEmployee", "revokeApiKey", "noSuchTool"):
@@ -295,6 +295,89 @@ async def with_payroll_read(operations):
             agent = Agent(session)
             me = await agent.ok("getCurrentApiKey")
             assert me["data"]["scopes"] == ["payroll:read"], me
+
+
+async def with_agent_session(operations):
+    """A human's key creates a session; the agent, with the session's token, prepares a run and
+    asks to execute it (an approval); the human approves; the run is paid."""
+    async with session_for(ADMIN_KEY) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            human = Agent(session)
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            for name in ("approveApproval", "rejectApproval", "approveEmployeeWallet"):
+                assert tools[name].annotations.destructive_hint is True, name
+            assert tools["getApproval"].annotations.read_only_hint is True
+            await human.ok(
+                "createEmployee",
+                name="Lin",
+                email="lin@example.com",
+                salary_usd_cents=120000,
+                network="BASE",
+                wallet_address="0x" + "33" * 20,
+            )
+            await human.ok("createTreasuryTransfer", amount_usd_cents=500000)
+            created = await human.ok(
+                "createAgentSession",
+                description="april payroll agent",
+                scopes=["payroll:read", "payroll:write", "payroll:execute", "treasury:read"],
+            )
+            token = created["data"]["token"]
+            assert token.startswith("mps_live_"), created
+            session_id = created["data"]["id"]
+
+            async with session_for(token) as (read2, write2):
+                async with ClientSession(read2, write2) as agent_session:
+                    await agent_session.initialize()
+                    listed = {t.name for t in (await agent_session.list_tools()).tools}
+                    expected = {
+                        name
+                        for name, (_, scopes) in operations.items()
+                        if name != "createAgentSession"
+                        and (
+                            scopes is None
+                            or any(
+                                s in scopes
+                                for s in ("payroll:read", "payroll:write", "payroll:execute", "treasury:read")
+                            )
+                        )
+                    }
+                    assert listed == expected, sorted(listed ^ expected)
+                    assert "approveApproval" not in listed and "getApproval" in listed
+                    agent = Agent(agent_session)
+                    me = await agent.ok("getCurrentApiKey")
+                    assert me["data"]["id"] == session_id, me
+                    run = await agent.ok(
+                        "createPayrollRun",
+                        period_start="2026-04-01",
+                        period_end="2026-04-30",
+                        employee_ids=[
+                            e["id"]
+                            for e in (await human.ok("listEmployees", search="lin"))["data"]
+                        ],
+                    )
+                    run_id = run["data"]["id"]
+                    await agent.ok("confirmPayrollRun", run_id=run_id)
+                    checked = await agent.ok("checkPayrollRunBalance", run_id=run_id)
+                    assert checked["data"]["run_status"] == "DEPOSITED", checked
+                    held = await agent.ok("executePayrollRun", run_id=run_id)
+                    approval = held["data"]
+                    assert approval["status"] == "PENDING", held
+                    assert approval["requested_by"]["agent_session_id"] == session_id, held
+                    still = await agent.ok("getPayrollRun", run_id=run_id)
+                    assert still["data"]["status"] == "DEPOSITED", still
+
+            approved = await human.ok("approveApproval", approval_id=approval["id"])
+            assert approved["data"]["status"] == "APPROVED", approved
+            deadline = time.monotonic() + 60
+            while True:
+                synced = await human.ok("syncPayrollRun", run_id=run_id)
+                if synced["data"]["status"] == "COMPLETED":
+                    break
+                assert time.monotonic() < deadline, f"the run did not complete: {synced}"
+                await anyio.sleep(0.2)
+            audit = await human.ok("listAuditEntries", agent_session_id=session_id, limit=200)
+            assert audit["data"] and all(e["actor_type"] == "AGENT_SESSION" for e in audit["data"])
 
 
 async def with_no_server():
@@ -324,6 +407,7 @@ async def main():
     assert len(operations) > 30, operations
     await with_every_scope(operations)
     await with_payroll_read(operations)
+    await with_agent_session(operations)
     await with_no_server()
     print(f"mcp: {len(operations)} tools checked; a run paid through the tools")
 

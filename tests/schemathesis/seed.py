@@ -1,7 +1,9 @@
 """Seeds a server for the schemathesis run and prints the ids as shell assignments, so that
 operations on one resource reach it rather than answer 404 (schemathesis.toml binds the path
 parameters to them): two employees, a DRAFT run with its payouts, a run being paid (its job),
-a webhook endpoint with a delivery, and a spare API key to rotate and revoke.
+a webhook endpoint with a delivery, a spare API key to rotate and revoke, an agent session and
+the approval its execute of the DRAFT run asks for, and a wallet change (by another key) whose
+hold can be lifted.
 
     python seed.py BASE_URL API_KEY
 """
@@ -14,10 +16,10 @@ import uuid
 BASE, KEY = sys.argv[1].rstrip("/"), sys.argv[2]
 
 
-def call(method, path, body=None):
+def call(method, path, body=None, key=KEY):
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(f"{BASE}/api/v1{path}", data=data, method=method)
-    request.add_header("Authorization", f"Bearer {KEY}")
+    request.add_header("Authorization", f"Bearer {key}")
     if method != "GET":
         request.add_header("Idempotency-Key", str(uuid.uuid4()))
     if data is not None:
@@ -48,6 +50,13 @@ job = call("POST", f"/payroll-runs/{paid['id']}/execute")["job"]
 webhook = call("POST", "/webhooks", {"url": "http://127.0.0.1:9/hooks", "events": ["*"]})
 delivery = call("POST", f"/webhooks/{webhook['id']}/test")
 spare_key = call("POST", "/api-keys", {"name": "spare", "scopes": ["payroll:read"]})
+session = call("POST", "/agent-sessions", {
+    "description": "schemathesis agent", "scopes": ["payroll:read", "payroll:execute"],
+})
+approval = call("POST", f"/payroll-runs/{draft['id']}/execute", key=session["token"])
+editor = call("POST", "/api-keys", {"name": "editor", "scopes": ["employees:write"]})
+call("PATCH", f"/employees/{employees[0]['id']}", {"wallet_address": "0x" + "ab" * 20},
+     key=editor["key"])
 
 for name, value in [
     ("EMPLOYEE_ID", employees[0]["id"]),
@@ -58,5 +67,7 @@ for name, value in [
     ("WEBHOOK_ID", webhook["id"]),
     ("DELIVERY_ID", delivery["id"]),
     ("KEY_ID", spare_key["id"]),
+    ("SESSION_ID", session["id"]),
+    ("APPROVAL_ID", approval["id"]),
 ]:
     print(f"export PAYROLL_SEED_{name}={value}")

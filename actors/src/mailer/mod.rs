@@ -3,6 +3,7 @@
 //! to `email.max_attempts`. A mail failure never touches a payout. Each row has a fixed
 //! Message-ID, so the only repeat possible (an ambiguous SMTP failure) carries the same one.
 
+pub mod notices;
 mod render;
 
 use std::{
@@ -571,17 +572,29 @@ struct Sender {
 }
 
 fn build_message(row: &email_outbox::Model, sources: &Sources, from: &Sender) -> Option<Message> {
-    let payout = sources.payouts.get(&row.payout_id)?;
-    let run = sources.runs.get(&payout.payroll_run_id);
-    let (subject, body) = render_payout_email(payout, run, &from.company);
+    let (subject, body, email, name) = match row.kind {
+        payroll_entities::EmailKind::WalletChanged => {
+            let notice: notices::WalletNotice =
+                serde_json::from_str(row.notice.as_deref()?).ok()?;
+            let (subject, body) = notices::render_wallet_notice(&notice, &from.company);
+            (subject, body, notice.email, notice.name)
+        }
+        payroll_entities::EmailKind::Payout => {
+            let payout = sources.payouts.get(&row.payout_id)?;
+            let run = sources.runs.get(&payout.payroll_run_id);
+            let (subject, body) = render_payout_email(payout, run, &from.company);
+            (
+                subject,
+                body,
+                payout.employee_email.clone(),
+                payout.employee_name.clone(),
+            )
+        }
+    };
     // Built by lettre, never parsed from text: the name is encoded as a display name, and
     // control characters (refused at input anyway) are dropped.
-    let address = payout.employee_email.parse::<lettre::Address>().ok()?;
-    let name: String = payout
-        .employee_name
-        .chars()
-        .filter(|c| !c.is_control())
-        .collect();
+    let address = email.parse::<lettre::Address>().ok()?;
+    let name: String = name.chars().filter(|c| !c.is_control()).collect();
     let to = Mailbox::new(Some(name), address);
     Message::builder()
         .from(from.mailbox.clone())

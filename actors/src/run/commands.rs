@@ -148,6 +148,17 @@ async fn confirm(
             p.employee_name = e.name.clone();
             p.employee_email = e.email.clone();
             p.updated_at = now;
+            // A wallet changed lately is not paid until its hold ends or is lifted (§16).
+            if let Some(until) = e.wallet_hold_until.filter(|until| *until > now) {
+                errors.push((
+                    format!("payouts[{}].wallet", p.id),
+                    format!(
+                        "wallet recently changed; held until {} (another key lineage with payroll:approve may lift the hold: POST /api/v1/employees/{}/wallet-approvals)",
+                        time::format(&until),
+                        e.id
+                    ),
+                ));
+            }
             match quotes.get(&e.network) {
                 None => errors.push((
                     format!("payouts[{}].network", p.id),
@@ -479,8 +490,20 @@ async fn retry(
     let mut address_changes = Vec::new();
     let mut unpayable = Vec::new();
     let mut fee_change = 0i64;
+    let now = time::now();
     for p in failed.iter_mut() {
         if let Some(e) = employees.get(&p.employee_id) {
+            // A retry pays the current wallet: one changed lately waits for its hold (§16).
+            if let Some(until) = e.wallet_hold_until.filter(|until| *until > now) {
+                unpayable.push((
+                    format!("payouts[{}].wallet", p.id),
+                    format!(
+                        "wallet recently changed; held until {} (another key lineage with payroll:approve may lift the hold: POST /api/v1/employees/{}/wallet-approvals)",
+                        time::format(&until),
+                        e.id
+                    ),
+                ));
+            }
             if e.wallet_address != p.wallet_address || e.network != p.network {
                 address_changes.push(json!({
                     "payout_id": p.id,

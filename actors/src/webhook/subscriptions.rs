@@ -85,7 +85,11 @@ mod tests {
 
     #[test]
     fn subscriptions_need_the_read_scopes_of_what_they_receive() {
-        assert_eq!(read_scopes_for(&p(&["*"])), vec!["payroll:read"]);
+        assert_eq!(
+            read_scopes_for(&p(&["*"])),
+            vec!["employees:read", "payroll:read"]
+        );
+        assert_eq!(read_scopes_for(&p(&["payout.*"])), vec!["payroll:read"]);
         assert_eq!(
             read_scopes_for(&p(&["payout.completed"])),
             vec!["payroll:read"]

@@ -36,6 +36,11 @@ pub struct EmployeeResource {
     pub contract_start_date: Option<NaiveDate>,
     #[schema(value_type = Option<String>, format = Date)]
     pub contract_end_date: Option<NaiveDate>,
+    /// When the wallet or network last changed (CONTRACT §16).
+    pub wallet_changed_at: Option<Timestamp>,
+    /// Until when this employee's payouts are held from confirm after that change; null when
+    /// no hold applies (none, ended, or lifted).
+    pub wallet_hold_until: Option<Timestamp>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
@@ -54,6 +59,11 @@ impl From<&employee::Model> for EmployeeResource {
             wallet_address: m.wallet_address.clone(),
             contract_start_date: m.contract_start_date,
             contract_end_date: m.contract_end_date,
+            wallet_changed_at: m.wallet_changed_at.map(Timestamp::from),
+            wallet_hold_until: m
+                .wallet_hold_until
+                .filter(|until| *until > payroll_entities::time::now())
+                .map(Timestamp::from),
             created_at: m.created_at.into(),
             updated_at: m.updated_at.into(),
         }
@@ -277,6 +287,9 @@ pub fn new_model(valid: ValidEmployee, now: DateTime<Utc>) -> employee::Model {
         contract_start_date: valid.contract_start_date,
         contract_end_date: valid.contract_end_date,
         test_deduction_balance_usd_cents: 0,
+        wallet_changed_at: None,
+        wallet_hold_until: None,
+        wallet_changed_by_lineage_id: None,
         created_at: now,
         updated_at: now,
     }

@@ -285,7 +285,14 @@ pub async fn update(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     active.wallet_address = Set(valid.wallet_address);
     active.contract_start_date = Set(valid.contract_start_date);
     active.contract_end_date = Set(valid.contract_end_date);
-    active.updated_at = Set(time::now());
+    let now = time::now();
+    active.updated_at = Set(now);
+    if wallet_change.is_some() {
+        active.wallet_changed_at = Set(Some(now));
+        active.wallet_hold_until = Set(wallet_changes::hold_until(&req, now));
+        active.wallet_changed_by_lineage_id =
+            Set(req.caller.as_ref().map(|c| c.key_lineage_id.clone()));
+    }
     let updated = active.update(&*tx).await?;
     wallet_changes::record(&req, &tx, wallet_change.as_slice(), "updateEmployee").await?;
     let shown = EmployeeResource::from(&updated);
@@ -318,6 +325,56 @@ pub async fn deactivate(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let shown = EmployeeResource::from(&updated);
     let record = AuditRecord::new("EMPLOYEE_DEACTIVATED", "employee", &updated.id)
         .details(changes(&before, &shown));
+    req.commit::<_, EmployeeResource>(tx, StatusCode::OK, &shown, None, record)
+        .await
+}
+
+/// Lift an employee's wallet-change hold early: their payouts to the new wallet may be
+/// confirmed at once.
+///
+/// Needs another key lineage than the one that changed the wallet (never an agent session):
+/// the second person checks the change with the employee first.
+#[utoipa::path(post, path = "/employees/{employee_id}/wallet-approvals", operation_id = "approveEmployeeWallet", tag = "employees",
+    params(("employee_id" = String, Path)), request_body(content = Option<EmptyRequest>),
+    responses((status = 200, description = "The employee, its wallet hold lifted (`wallet_hold_until` null); an employee with no hold answers 409 STATE_CONFLICT", body = EmployeeResource)))]
+#[tracing::instrument(skip_all, fields(employee_id = %req.param("employee_id")))]
+pub async fn approve_wallet(req: ApiRequest) -> Result<HttpResponse, ApiError> {
+    let _: EmptyRequest = req.json()?;
+    let caller = req.caller()?.clone();
+    let tx = req.state().db.begin_write().await?;
+    let current = find_employee_for_update(&tx, req.param("employee_id")).await?;
+    let now = time::now();
+    let Some(until) = current.wallet_hold_until.filter(|until| *until > now) else {
+        return Err(ApiError::state_conflict(vec![FieldError::new(
+            "wallet_hold_until",
+            "this employee's wallet is not held: there is nothing to lift",
+        )]));
+    };
+    if caller.session_id.is_some()
+        || current.wallet_changed_by_lineage_id.as_deref() == Some(caller.key_lineage_id.as_str())
+    {
+        return Err(ApiError::new(
+            crate::http::error::ErrorCode::ApprovalSelf,
+            "A wallet change cannot be approved by the key lineage that made it, or by an agent session.",
+        )
+        .detail(
+            "requested_by",
+            serde_json::json!({"key_lineage_id": current.wallet_changed_by_lineage_id}),
+        )
+        .hint("Ask another person, with their own key holding payroll:approve, to check the change with the employee and lift the hold."));
+    }
+    let mut active = current.clone().into_active_model();
+    active.wallet_hold_until = Set(None);
+    active.updated_at = Set(now);
+    let updated = active.update(&*tx).await?;
+    let shown = EmployeeResource::from(&updated);
+    let record = AuditRecord::new("EMPLOYEE_WALLET_HOLD_LIFTED", "employee", &updated.id).details(
+        serde_json::json!({
+            "network": updated.network,
+            "wallet_address": updated.wallet_address,
+            "held_until": time::format(&until),
+        }),
+    );
     req.commit::<_, EmployeeResource>(tx, StatusCode::OK, &shown, None, record)
         .await
 }

@@ -312,6 +312,9 @@ pub async fn balance_check(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 pub async fn execute(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let run_id = existing_run_id(&req).await?;
+    if let Some(held) = crate::http::approvals::hold(&req, Some(&run_id)).await? {
+        return Ok(held);
+    }
     commands::send(&req, &run_id, RunCommand::Execute, StatusCode::OK).await
 }
 
@@ -336,6 +339,9 @@ pub async fn sync(req: ApiRequest) -> Result<HttpResponse, ApiError> {
 pub async fn retry_failed(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let _: EmptyRequest = req.json()?;
     let run_id = existing_run_id(&req).await?;
+    if let Some(held) = crate::http::approvals::hold(&req, Some(&run_id)).await? {
+        return Ok(held);
+    }
     commands::send(&req, &run_id, RunCommand::RetryFailed, StatusCode::OK).await
 }
 
