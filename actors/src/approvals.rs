@@ -191,3 +191,76 @@ pub async fn pending_count<C: ConnectionTrait>(conn: &C) -> Result<u64, DbErr> {
 pub fn new_approval_id() -> String {
     ids::new_id(ids::IdKind::Approval)
 }
+
+/// Whose PENDING approvals [`reject_pending_of`] rejects.
+#[derive(Debug, Clone, Copy)]
+pub enum Revoked<'a> {
+    /// A revoked key's: its own requests and its sessions'.
+    Key(&'a str),
+    /// A revoked session's.
+    Session(&'a str),
+}
+
+/// Rejects, in `tx`, the PENDING approvals of a revoked requester with `reason`, each with its
+/// `approval.rejected` event and a SYSTEM audit entry: a revoked credential's requests do not
+/// wait for an approval. Returns how many.
+pub async fn reject_pending_of(
+    tx: &WriteTx,
+    revoked: Revoked<'_>,
+    reason: &str,
+) -> Result<usize, DbErr> {
+    let mut select =
+        approval::Entity::find().filter(approval::Column::Status.eq(ApprovalStatus::Pending));
+    select = match revoked {
+        Revoked::Key(id) => select.filter(approval::Column::RequesterKeyId.eq(id)),
+        Revoked::Session(id) => select.filter(approval::Column::RequesterSessionId.eq(id)),
+    };
+    let pending = select.all(&**tx).await?;
+    let now = time::now();
+    let mut rejected = Vec::new();
+    for model in pending {
+        let changed = approval::Entity::update_many()
+            .col_expr(
+                approval::Column::Status,
+                Expr::value(ApprovalStatus::Rejected.as_str()),
+            )
+            .col_expr(approval::Column::Reason, Expr::value(reason.to_owned()))
+            .col_expr(approval::Column::DecidedAt, Expr::value(now))
+            .filter(approval::Column::Id.eq(model.id.as_str()))
+            .filter(approval::Column::Status.eq(ApprovalStatus::Pending))
+            .exec(&**tx)
+            .await?
+            .rows_affected;
+        if changed == 1
+            && let Some(model) = approval::Entity::find_by_id(model.id.as_str())
+                .one(&**tx)
+                .await?
+        {
+            rejected.push(model);
+        }
+    }
+    if rejected.is_empty() {
+        return Ok(0);
+    }
+    events::insert_events(
+        tx,
+        rejected
+            .iter()
+            .map(|m| approval_event("approval.rejected", m))
+            .collect(),
+    )
+    .await?;
+    for model in &rejected {
+        audit::insert(
+            &**tx,
+            audit::system_entry(
+                "APPROVAL_REJECTED",
+                "approval",
+                &model.id,
+                serde_json::json!({"operation": model.operation, "resource_id": model.resource_id, "reason": reason}),
+            ),
+        )
+        .await?;
+    }
+    Ok(rejected.len())
+}

@@ -333,6 +333,12 @@ pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         active.revoked_at = Set(Some(now));
         active.update(&*tx).await?
     };
+    payroll_actors::approvals::reject_pending_of(
+        &tx,
+        payroll_actors::approvals::Revoked::Session(&revoked.id),
+        "the requesting agent session was revoked",
+    )
+    .await?;
     let creator = api_key::Entity::find_by_id(revoked.created_by_key_id.as_str())
         .one(&*tx)
         .await?;

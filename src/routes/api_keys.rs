@@ -345,6 +345,12 @@ pub async fn revoke(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     };
     // Its agent sessions end with it (CONTRACT §2, §16).
     crate::routes::agent_sessions::revoke_sessions_of(&*tx, &revoked.id, now).await?;
+    payroll_actors::approvals::reject_pending_of(
+        &tx,
+        payroll_actors::approvals::Revoked::Key(&revoked.id),
+        "the requesting API key (or the key of the requesting agent session) was revoked",
+    )
+    .await?;
     let shown = ApiKeyResource::from_model(&revoked, now);
     let record = AuditRecord::new("API_KEY_REVOKED", "api_key", &revoked.id);
     let answer = req

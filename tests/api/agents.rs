@@ -639,3 +639,65 @@ async fn a_changed_wallet_is_seen_told_and_held_until_another_person_lifts_it() 
     assert_eq!(events.json["pagination"]["total"], 2);
     assert_eq!(outbox_with(&app, "Your payout wallet at", 2).await.len(), 2);
 }
+
+#[actix_web::test]
+async fn revoking_a_session_or_its_key_rejects_what_it_asked_for() {
+    let app = spawn_app().await;
+    let (session_id, token) = session(&app, &app.key, AGENT).await;
+    let run_id = deposited_by(&app, &token).await;
+    let held = app
+        .write_as(
+            &token,
+            "POST",
+            &format!("/api/v1/payroll-runs/{run_id}/execute"),
+            json!({}),
+        )
+        .await;
+    let revoked = app
+        .write_as(
+            &app.key,
+            "DELETE",
+            &format!("/api/v1/agent-sessions/{session_id}"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.text);
+    let read = app
+        .get(&format!("/api/v1/approvals/{}", id(held.data())))
+        .await;
+    assert_eq!(read.data()["status"], "REJECTED", "{}", read.text);
+    assert_eq!(
+        read.data()["reason"],
+        "the requesting agent session was revoked"
+    );
+
+    // A key's revocation rejects its sessions' requests too.
+    let (narrow, narrow_id) = app.key_with(&["payroll:read", "payroll:execute"]).await;
+    let (_, token) = session(&app, &narrow, &["payroll:read", "payroll:execute"]).await;
+    let held = app
+        .write_as(
+            &token,
+            "POST",
+            &format!("/api/v1/payroll-runs/{run_id}/execute"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(held.status, 202, "{}", held.text);
+    let revoked = app
+        .write_as(
+            &app.key,
+            "DELETE",
+            &format!("/api/v1/api-keys/{narrow_id}"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(revoked.status, 200);
+    let read = app
+        .get(&format!("/api/v1/approvals/{}", id(held.data())))
+        .await;
+    assert_eq!(read.data()["status"], "REJECTED", "{}", read.text);
+    let events = app.get("/api/v1/events?type=approval.rejected").await;
+    assert_eq!(events.json["pagination"]["total"], 2);
+    let run = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
+    assert_eq!(run.data()["status"], "DEPOSITED");
+}

@@ -1123,3 +1123,110 @@ async fn a_runs_payouts_csv_is_written_out_as_it_arrives_whatever_its_size() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     assert_eq!(out.stdout.len(), total);
 }
+
+/// CONTRACT §14, §16: the CLI takes a session token as its key; the agent's execute is held,
+/// and the human approves from the CLI; sessions, approvals and wallet holds have commands.
+#[actix_web::test]
+async fn an_agent_session_prepares_and_a_human_approves_from_the_cli() {
+    let app = spawn_app().await;
+    let human = app.key.clone();
+    app.create_employee("Ada", "ada@example.com", 150_000).await;
+    app.fund(1_000_000).await;
+    let out = payroll(
+        &app,
+        Some(&human),
+        &[
+            "agent-sessions",
+            "create",
+            "--description",
+            "March payroll agent",
+            "--scopes",
+            "payroll:read,payroll:write,payroll:execute,treasury:read",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let session = json(&out)["data"].clone();
+    let token = session["token"].as_str().expect("token").to_owned();
+    let session_id = session["id"].as_str().expect("id").to_owned();
+
+    let out = payroll(
+        &app,
+        Some(&token),
+        &[
+            "runs",
+            "create",
+            "--period-start",
+            "2026-03-01",
+            "--period-end",
+            "2026-03-31",
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let run_id = json(&out)["data"]["id"].as_str().expect("run").to_owned();
+    for step in ["confirm", "balance-check"] {
+        let out = payroll(&app, Some(&token), &["runs", step, &run_id]).await;
+        assert_eq!(
+            code(&out),
+            0,
+            "{step}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let out = payroll(&app, Some(&token), &["runs", "execute", &run_id]).await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+    let approval = json(&out)["data"].clone();
+    assert_eq!(approval["status"], "PENDING", "{approval}");
+    let approval_id = approval["id"].as_str().expect("approval").to_owned();
+
+    // The agent cannot approve; the human lists and approves.
+    let out = payroll(&app, Some(&token), &["approvals", "approve", &approval_id]).await;
+    assert_eq!(code(&out), 1);
+    let out = payroll(
+        &app,
+        Some(&human),
+        &["approvals", "list", "--status", "PENDING", "-f", "json"],
+    )
+    .await;
+    assert_eq!(json(&out)["data"][0]["id"], approval_id.as_str());
+    let out = payroll(&app, Some(&human), &["approvals", "approve", &approval_id]).await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(json(&out)["data"]["status"], "APPROVED");
+    let out = payroll(&app, Some(&human), &["runs", "sync", &run_id, "--wait"]).await;
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let out = payroll(
+        &app,
+        Some(&human),
+        &[
+            "audit",
+            "list",
+            "--agent-session-id",
+            &session_id,
+            "--actor-type",
+            "AGENT_SESSION",
+        ],
+    )
+    .await;
+    let entries = json(&out)["data"].as_array().expect("entries").clone();
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["operation"] == "executePayrollRun"),
+        "{entries:?}"
+    );
+
+    // A rejection needs its reason; a revoked session is refused from then on.
+    let out = payroll(
+        &app,
+        Some(&human),
+        &["agent-sessions", "revoke", &session_id],
+    )
+    .await;
+    assert_eq!(json(&out)["data"]["status"], "REVOKED");
+    let out = payroll(&app, Some(&token), &["runs", "list"]).await;
+    assert_eq!(code(&out), 1);
+    assert_eq!(json(&out)["error"]["code"], "INVALID_API_KEY");
+    let out = payroll(&app, Some(&human), &["approvals", "reject", &approval_id]).await;
+    assert_eq!(code(&out), 2, "--reason is required");
+}

@@ -273,11 +273,24 @@ impl Setup {
         path: &str,
         body: Option<Value>,
     ) -> (u16, Value) {
+        self.try_call_as(&self.key, server, method, path, body)
+            .await
+    }
+
+    /// [`Setup::try_call`] with another key (or an agent session's token).
+    pub(crate) async fn try_call_as(
+        &self,
+        key: &str,
+        server: &Server,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
         let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
         let mut req = self
             .client
             .request(method.clone(), format!("{}/api/v1{path}", server.base))
-            .insert_header(("Authorization", format!("Bearer {}", self.key)));
+            .insert_header(("Authorization", format!("Bearer {key}")));
         if method != awc::http::Method::GET {
             req = req.insert_header(("Idempotency-Key", new_key()));
         }

@@ -96,6 +96,82 @@ async fn two_instances_executing_one_run_at_once_make_one_execution_and_a_409() 
     }
 }
 
+/// CONTRACT §16: an approval decided on two instances at once is carried out once: one
+/// decision wins (200), the other is 409 `APPROVAL_CLOSED`; one job, one withdrawal per payout.
+#[actix_web::test]
+async fn an_approval_decided_on_two_instances_at_once_is_carried_out_once() {
+    let Some(bin) = pg_cluster::available() else {
+        return;
+    };
+    let cluster = PgCluster::start(bin).await;
+    let setup = Setup::on_database(Some(cluster.url())).await;
+    let first = setup.start(1).await;
+    let second = setup.start(2).await;
+    setup.import_employees(&first, "approve", 10, "BASE").await;
+    let database = db(&cluster.url()).await;
+    let (run_id, total) = confirmed_run(&setup, &first, &second, 1).await;
+    setup.fund(&first, total).await;
+    deposit(&setup, &second, &run_id).await;
+    let session = setup
+        .call(
+            &first,
+            "POST",
+            "/agent-sessions",
+            Some(serde_json::json!({"description": "agent", "scopes": ["payroll:read", "payroll:execute"]})),
+        )
+        .await;
+    let token = session["data"]["token"].as_str().expect("token").to_owned();
+    let (status, held) = setup
+        .try_call_as(
+            &token,
+            &second,
+            "POST",
+            &format!("/payroll-runs/{run_id}/execute"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 202, "{held}");
+    let approve = format!(
+        "/approvals/{}/approve",
+        held["data"]["id"].as_str().expect("approval")
+    );
+    // Two people, one on each instance.
+    let other = setup
+        .call(
+            &first,
+            "POST",
+            "/api-keys",
+            Some(serde_json::json!({"name": "second approver", "scopes": ["payroll:approve"]})),
+        )
+        .await;
+    let other = other["data"]["key"].as_str().expect("key").to_owned();
+    let (a, b) = futures_util::future::join(
+        setup.try_call(&first, "POST", &approve, None),
+        setup.try_call_as(&other, &second, "POST", &approve, None),
+    )
+    .await;
+    let mut answers = vec![a, b];
+    answers.sort_by_key(|(status, _)| *status);
+    assert_eq!(
+        answers.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+        vec![200, 409],
+        "{answers:?}"
+    );
+    assert_eq!(answers[0].1["data"]["status"], "APPROVED", "{answers:?}");
+    assert_eq!(
+        answers[1].1["error"]["code"], "APPROVAL_CLOSED",
+        "{answers:?}"
+    );
+    wait_completed(&setup, &first, &run_id, 60).await;
+    let jobs = job::Entity::find()
+        .filter(job::Column::PayrollRunId.eq(run_id.as_str()))
+        .count(&database.conn)
+        .await
+        .expect("jobs");
+    assert_eq!(jobs, 1);
+    assert_eq!(crate::process::withdrawn(&database).await, 10);
+}
+
 /// The instance whose clock runs ten minutes ahead reads every lease as expired by its own
 /// clock; by the database's, it finds the lease held and leaves the run to its holder.
 #[actix_web::test]

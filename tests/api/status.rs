@@ -41,6 +41,25 @@ async fn the_status_page_asks_for_a_key_and_shows_what_its_scopes_allow() {
     assert_eq!(res.status, 201, "{}", res.text);
     let run_id = funded_run(&app, 2, "<script>alert('x')</script> & co").await;
 
+    // An agent's request waiting for a human (CONTRACT §16).
+    let session = app
+        .post(
+            "/api/v1/agent-sessions",
+            json!({"description": "agent", "scopes": ["treasury:read", "payroll:execute"]}),
+        )
+        .await;
+    let token = session.data()["token"].as_str().expect("token").to_owned();
+    let held = app
+        .write_as(
+            &token,
+            "POST",
+            &format!("/api/v1/payroll-runs/{run_id}/execute"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(held.status, 202, "{}", held.text);
+    let approval_id = held.data()["id"].as_str().expect("approval").to_owned();
+
     // No key: 401 with a Basic challenge, so a browser prompts for the key.
     let res = page(&app, &[]).await;
     assert_eq!(res.status, 401, "{}", res.text);
@@ -68,6 +87,11 @@ async fn the_status_page_asks_for_a_key_and_shows_what_its_scopes_allow() {
     assert!(html.contains("RunManager"), "{html}");
     assert!(html.contains("Available balance"), "{html}");
     assert!(html.contains("http://127.0.0.1:9/hook"), "{html}");
+    assert!(html.contains("Pending approvals"), "{html}");
+    assert!(
+        html.contains(&format!("data-approval-id=\"{approval_id}\"")),
+        "{html}"
+    );
     // User data is escaped; secrets in URLs are not shown.
     assert!(
         html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; co"),
