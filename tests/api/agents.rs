@@ -63,6 +63,17 @@ async fn deposited_by(app: &TestApp, token: &str) -> String {
     run_id
 }
 
+/// Execute of `run_id` with `token`: an agent's is held for approval (202).
+async fn execute_as(app: &TestApp, token: &str, run_id: &str) -> Resp {
+    app.write_as(
+        token,
+        "POST",
+        &format!("/api/v1/payroll-runs/{run_id}/execute"),
+        json!({}),
+    )
+    .await
+}
+
 async fn write_keyed(app: &TestApp, key: &str, path: &str, idem: &str, body: Value) -> Resp {
     app.send(
         "POST",
@@ -265,14 +276,7 @@ async fn an_approved_execute_refused_by_the_state_of_that_moment_fails_and_moves
     let app = spawn_app().await;
     let (_, token) = session(&app, &app.key, AGENT).await;
     let run_id = deposited_by(&app, &token).await;
-    let held = app
-        .write_as(
-            &token,
-            "POST",
-            &format!("/api/v1/payroll-runs/{run_id}/execute"),
-            json!({}),
-        )
-        .await;
+    let held = execute_as(&app, &token, &run_id).await;
     assert_eq!(held.status, 202, "{}", held.text);
     // Meanwhile a human cancels the run.
     let cancelled = app
@@ -428,14 +432,7 @@ async fn an_expired_approval_cannot_be_decided() {
     let app = spawn_app().await;
     let (_, token) = session(&app, &app.key, AGENT).await;
     let run_id = deposited_by(&app, &token).await;
-    let held = app
-        .write_as(
-            &token,
-            "POST",
-            &format!("/api/v1/payroll-runs/{run_id}/execute"),
-            json!({}),
-        )
-        .await;
+    let held = execute_as(&app, &token, &run_id).await;
     let approval_id = id(held.data());
     // Its expiry passes.
     let db = app.db().await;
@@ -645,14 +642,7 @@ async fn revoking_a_session_or_its_key_rejects_what_it_asked_for() {
     let app = spawn_app().await;
     let (session_id, token) = session(&app, &app.key, AGENT).await;
     let run_id = deposited_by(&app, &token).await;
-    let held = app
-        .write_as(
-            &token,
-            "POST",
-            &format!("/api/v1/payroll-runs/{run_id}/execute"),
-            json!({}),
-        )
-        .await;
+    let held = execute_as(&app, &token, &run_id).await;
     let revoked = app
         .write_as(
             &app.key,
@@ -674,15 +664,17 @@ async fn revoking_a_session_or_its_key_rejects_what_it_asked_for() {
     // A key's revocation rejects its sessions' requests too.
     let (narrow, narrow_id) = app.key_with(&["payroll:read", "payroll:execute"]).await;
     let (_, token) = session(&app, &narrow, &["payroll:read", "payroll:execute"]).await;
+    // Through the /runs alias too: the same operation, held the same way.
     let held = app
         .write_as(
             &token,
             "POST",
-            &format!("/api/v1/payroll-runs/{run_id}/execute"),
+            &format!("/api/v1/runs/{run_id}/execute"),
             json!({}),
         )
         .await;
     assert_eq!(held.status, 202, "{}", held.text);
+    assert_eq!(held.data()["operation"], "executePayrollRun");
     let revoked = app
         .write_as(
             &app.key,

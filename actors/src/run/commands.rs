@@ -149,16 +149,7 @@ async fn confirm(
             p.employee_email = e.email.clone();
             p.updated_at = now;
             // A wallet changed lately is not paid until its hold ends or is lifted (§16).
-            if let Some(until) = e.wallet_hold_until.filter(|until| *until > now) {
-                errors.push((
-                    format!("payouts[{}].wallet", p.id),
-                    format!(
-                        "wallet recently changed; held until {} (another key lineage with payroll:approve may lift the hold: POST /api/v1/employees/{}/wallet-approvals)",
-                        time::format(&until),
-                        e.id
-                    ),
-                ));
-            }
+            errors.extend(wallet_held(e, &p.id, now));
             match quotes.get(&e.network) {
                 None => errors.push((
                     format!("payouts[{}].network", p.id),
@@ -494,16 +485,7 @@ async fn retry(
     for p in failed.iter_mut() {
         if let Some(e) = employees.get(&p.employee_id) {
             // A retry pays the current wallet: one changed lately waits for its hold (§16).
-            if let Some(until) = e.wallet_hold_until.filter(|until| *until > now) {
-                unpayable.push((
-                    format!("payouts[{}].wallet", p.id),
-                    format!(
-                        "wallet recently changed; held until {} (another key lineage with payroll:approve may lift the hold: POST /api/v1/employees/{}/wallet-approvals)",
-                        time::format(&until),
-                        e.id
-                    ),
-                ));
-            }
+            unpayable.extend(wallet_held(e, &p.id, now));
             if e.wallet_address != p.wallet_address || e.network != p.network {
                 address_changes.push(json!({
                     "payout_id": p.id,
@@ -634,4 +616,22 @@ async fn retry(
         ),
     };
     finish_request(tx, ack, outcome, action, snapshot, true).await
+}
+
+/// The refusal of payout `payout_id` while its employee's changed wallet is held (CONTRACT
+/// §16): `payouts[pay_…].wallet`, saying until when and who may lift it.
+fn wallet_held(
+    e: &payroll_entities::employee::Model,
+    payout_id: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<(String, String)> {
+    let until = e.wallet_hold_until.filter(|until| *until > now)?;
+    Some((
+        format!("payouts[{payout_id}].wallet"),
+        format!(
+            "wallet recently changed; held until {} (another key lineage with payroll:approve may lift the hold: POST /api/v1/employees/{}/wallet-approvals)",
+            time::format(&until),
+            e.id
+        ),
+    ))
 }

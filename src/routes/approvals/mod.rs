@@ -136,6 +136,37 @@ fn may_decide(req: &ApiRequest, model: &approval::Model) -> Result<(), ApiError>
     .hint("Ask another person, with their own key holding payroll:approve, to decide it."))
 }
 
+/// Takes the decision `status` on approval `id` in `tx`, by `key_id`: only if it is still
+/// PENDING and not expired, by one conditional update, so of two deciders at once one wins.
+async fn decide(
+    tx: &payroll_entities::db::WriteTx,
+    id: &str,
+    key_id: &str,
+    status: ApprovalStatus,
+    reason: Option<&str>,
+) -> Result<bool, sea_orm::DbErr> {
+    use sea_orm::sea_query::Expr;
+    let now = time::now();
+    let mut update = approval::Entity::update_many()
+        .col_expr(approval::Column::Status, Expr::value(status.as_str()))
+        .col_expr(
+            approval::Column::DecidedByKeyId,
+            Expr::value(key_id.to_owned()),
+        )
+        .col_expr(approval::Column::DecidedAt, Expr::value(now));
+    if let Some(reason) = reason {
+        update = update.col_expr(approval::Column::Reason, Expr::value(reason.to_owned()));
+    }
+    Ok(update
+        .filter(approval::Column::Id.eq(id))
+        .filter(approval::Column::Status.eq(ApprovalStatus::Pending))
+        .filter(approval::Column::ExpiresAt.gt(now))
+        .exec(&**tx)
+        .await?
+        .rows_affected
+        == 1)
+}
+
 /// 409 `APPROVAL_CLOSED` for an approval no longer PENDING (an expired one is marked so).
 async fn closed(req: &ApiRequest, model: &approval::Model) -> ApiError {
     let now = time::now();
@@ -176,26 +207,15 @@ pub async fn approve(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let model = find_approval(&req).await?;
     may_decide(&req, &model)?;
     let caller = req.caller()?;
-    let now = time::now();
-    // The decision is taken once: by the one conditional update that finds it PENDING.
-    let decided = approval::Entity::update_many()
-        .col_expr(
-            approval::Column::Status,
-            sea_orm::sea_query::Expr::value(ApprovalStatus::Approved.as_str()),
-        )
-        .col_expr(
-            approval::Column::DecidedByKeyId,
-            sea_orm::sea_query::Expr::value(caller.key_id.clone()),
-        )
-        .col_expr(
-            approval::Column::DecidedAt,
-            sea_orm::sea_query::Expr::value(now),
-        )
-        .filter(approval::Column::Id.eq(model.id.as_str()))
-        .filter(approval::Column::Status.eq(ApprovalStatus::Pending))
-        .filter(approval::Column::ExpiresAt.gt(now));
     let tx = req.state().db.begin_write().await?;
-    let won = decided.exec(&*tx).await?.rows_affected == 1;
+    let won = decide(
+        &tx,
+        &model.id,
+        &caller.key_id,
+        ApprovalStatus::Approved,
+        None,
+    )
+    .await?;
     tx.commit().await?;
     let model = approval::Entity::find_by_id(model.id.as_str())
         .one(&req.state().db.conn)
@@ -238,30 +258,14 @@ pub async fn reject(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let caller = req.caller()?;
     let now = time::now();
     let tx = req.state().db.begin_write().await?;
-    let won = approval::Entity::update_many()
-        .col_expr(
-            approval::Column::Status,
-            sea_orm::sea_query::Expr::value(ApprovalStatus::Rejected.as_str()),
-        )
-        .col_expr(
-            approval::Column::DecidedByKeyId,
-            sea_orm::sea_query::Expr::value(caller.key_id.clone()),
-        )
-        .col_expr(
-            approval::Column::DecidedAt,
-            sea_orm::sea_query::Expr::value(now),
-        )
-        .col_expr(
-            approval::Column::Reason,
-            sea_orm::sea_query::Expr::value(reason.clone()),
-        )
-        .filter(approval::Column::Id.eq(model.id.as_str()))
-        .filter(approval::Column::Status.eq(ApprovalStatus::Pending))
-        .filter(approval::Column::ExpiresAt.gt(now))
-        .exec(&*tx)
-        .await?
-        .rows_affected
-        == 1;
+    let won = decide(
+        &tx,
+        &model.id,
+        &caller.key_id,
+        ApprovalStatus::Rejected,
+        Some(&reason),
+    )
+    .await?;
     if !won {
         drop(tx);
         return Err(closed(&req, &model).await);
