@@ -308,6 +308,22 @@ fn request_constraints(schemas: &mut Value) {
         employee["else"] =
             json!({"properties": {"wallet_address": {"pattern": crate::wallet::SOLANA_PATTERN}}});
     }
+    // A patch naming both a network and a wallet is judged by itself (400); a wallet alone
+    // meets the stored network (409 when they do not fit). The zero address fits none.
+    constrain(
+        schemas,
+        "EmployeeUpdate",
+        "wallet_address",
+        json!({"not": {"type": "string", "pattern": crate::wallet::ZERO_PATTERN}}),
+    );
+    if let Some(update) = schemas.get_mut("EmployeeUpdate") {
+        update["allOf"] = json!([
+            {"if": {"properties": {"network": {"enum": evm}}, "required": ["network"]},
+             "then": {"properties": {"wallet_address": {"pattern": crate::wallet::EVM_PATTERN}}}},
+            {"if": {"properties": {"network": {"const": "SOLANA"}}, "required": ["network"]},
+             "then": {"properties": {"wallet_address": {"pattern": crate::wallet::SOLANA_PATTERN}}}}
+        ]);
+    }
     let mut scopes = crate::http::auth::all_scope_names();
     scopes.extend(
         crate::http::auth::Scope::WILDCARDS

@@ -693,3 +693,114 @@ async fn revoking_a_session_or_its_key_rejects_what_it_asked_for() {
     let run = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
     assert_eq!(run.data()["status"], "DEPOSITED");
 }
+
+/// CONTRACT §10: an employee event goes only to endpoints whose registering key could read
+/// employees, also one subscribed to `*` before employee events existed.
+#[actix_web::test]
+async fn wallet_change_events_reach_only_endpoints_that_may_read_employees() {
+    let app = spawn_app_with(|s| {
+        s.webhooks.allow_http = true;
+        s.webhooks.allow_private_networks = true;
+    })
+    .await;
+    let ada = app.create_employee("Ada", "ada@example.com", 150_000).await;
+    let full = app
+        .post(
+            "/api/v1/webhooks",
+            json!({"url": "http://127.0.0.1:9/full", "events": ["*"]}),
+        )
+        .await;
+    assert_eq!(full.status, 201, "{}", full.text);
+    // An endpoint of a key without employees:read, subscribed to `*` (as an older release let
+    // it): written as that release left it.
+    let (_, reader_id) = app.key_with(&["payroll:read", "webhooks:manage"]).await;
+    let older = {
+        use payroll_entities::webhook_endpoint;
+        use sea_orm::{ActiveModelTrait, ActiveValue::Set, EntityTrait};
+        let db = app.db().await;
+        let model = webhook_endpoint::Entity::find_by_id(id(full.data()))
+            .one(&db.conn)
+            .await
+            .expect("read")
+            .expect("endpoint");
+        let mut copy = model.clone();
+        copy.id = payroll_entities::ids::new_id(payroll_entities::ids::IdKind::Webhook);
+        copy.url = "http://127.0.0.1:9/older".into();
+        copy.created_by_key_id = Some(reader_id);
+        let mut active: webhook_endpoint::ActiveModel = copy.clone().into();
+        active.id = Set(copy.id.clone());
+        active.insert(&db.conn).await.expect("insert");
+        copy.id
+    };
+    let patched = app
+        .write_as(
+            &app.key,
+            "PATCH",
+            &format!("/api/v1/employees/{}", id(&ada)),
+            json!({"wallet_address": crate::helpers::evm_address("new")}),
+        )
+        .await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+    let deliveries = |endpoint: String| {
+        let app = &app;
+        async move {
+            app.get(&format!(
+                "/api/v1/webhooks/{endpoint}/deliveries?event_type=employee.wallet_changed"
+            ))
+            .await
+        }
+    };
+    let full_id = id(full.data());
+    let full = deliveries(full_id.clone()).await;
+    assert_eq!(full.json["pagination"]["total"], 1, "{}", full.text);
+    let older_deliveries = deliveries(older.clone()).await;
+    assert_eq!(
+        older_deliveries.json["pagination"]["total"], 0,
+        "full {full_id}, older {older}: {}",
+        older_deliveries.text
+    );
+}
+
+/// An approval whose carrying out was cut after the decision (a crash) is carried on by its
+/// approver sending approve again; another approver meanwhile finds it decided.
+#[actix_web::test]
+async fn an_approval_cut_after_its_decision_is_carried_on_once() {
+    let app = spawn_app().await;
+    let (_, token) = session(&app, &app.key, AGENT).await;
+    let run_id = deposited_by(&app, &token).await;
+    let held = execute_as(&app, &token, &run_id).await;
+    let approval_id = id(held.data());
+    let (approver, approver_id) = app.key_with(&["payroll:approve"]).await;
+    // As a crash after the decision leaves it: APPROVED, no result, nothing carried out.
+    {
+        use payroll_entities::{ApprovalStatus, approval};
+        use sea_orm::{ActiveModelTrait, ActiveValue::Set, EntityTrait, IntoActiveModel};
+        let db = app.db().await;
+        let model = approval::Entity::find_by_id(approval_id.as_str())
+            .one(&db.conn)
+            .await
+            .expect("read")
+            .expect("approval");
+        let mut active = model.into_active_model();
+        active.status = Set(ApprovalStatus::Approved);
+        active.decided_by_key_id = Set(Some(approver_id));
+        active.decided_at = Set(Some(payroll_entities::time::now()));
+        active.update(&db.conn).await.expect("update");
+    }
+    let decide = format!("/api/v1/approvals/{approval_id}/approve");
+    let (other, _) = app.key_with(&["payroll:approve"]).await;
+    let closed = app.write_as(&other, "POST", &decide, json!({})).await;
+    assert_eq!(closed.code(), "APPROVAL_CLOSED", "{}", closed.text);
+    let run = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
+    assert_eq!(run.data()["status"], "DEPOSITED");
+    let carried = app.write_as(&approver, "POST", &decide, json!({})).await;
+    assert_eq!(carried.status, 200, "{}", carried.text);
+    assert_eq!(carried.data()["status"], "APPROVED");
+    assert_eq!(carried.data()["result"]["status"], 200);
+    app.wait_for_run(&run_id, 30, |r| r["status"] == "COMPLETED")
+        .await;
+    let again = app.write_as(&approver, "POST", &decide, json!({})).await;
+    assert_eq!(again.code(), "APPROVAL_CLOSED", "{}", again.text);
+    let jobs = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
+    assert_eq!(jobs.data()["payout_summary"]["completed"], 2);
+}

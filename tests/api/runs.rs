@@ -859,6 +859,21 @@ async fn what_exists_now_refuses_with_state_conflict_not_400() {
         "{}",
         res.text
     );
+    // A wallet of no network's form is the body's own mistake whatever is stored (400).
+    let res = app
+        .write_as(
+            &app.key,
+            "PATCH",
+            &path,
+            json!({"wallet_address": "garbage"}),
+        )
+        .await;
+    assert_eq!(
+        (res.status.as_u16(), res.code()),
+        (400, "INVALID_REQUEST_BODY"),
+        "{}",
+        res.text
+    );
     // Nothing was written by any of them.
     let runs = app.get("/api/v1/payroll-runs").await;
     assert_eq!(runs.json["pagination"]["total"], 0, "{}", runs.text);

@@ -62,21 +62,24 @@ pub async fn enqueue_deliveries(tx: &WriteTx, events: &[(&str, &str)]) -> Result
     if events.is_empty() {
         return Ok(());
     }
-    let endpoints: Vec<(String, serde_json::Value)> = webhook_endpoint::Entity::find()
-        .select_only()
-        .column(webhook_endpoint::Column::Id)
-        .column(webhook_endpoint::Column::Events)
-        .filter(webhook_endpoint::Column::Status.eq(WebhookStatus::Active))
-        .filter(webhook_endpoint::Column::DeletedAt.is_null())
-        .into_tuple()
-        .all(&**tx)
-        .await?;
+    let endpoints: Vec<(String, serde_json::Value, Option<String>)> =
+        webhook_endpoint::Entity::find()
+            .select_only()
+            .column(webhook_endpoint::Column::Id)
+            .column(webhook_endpoint::Column::Events)
+            .column(webhook_endpoint::Column::CreatedByKeyId)
+            .filter(webhook_endpoint::Column::Status.eq(WebhookStatus::Active))
+            .filter(webhook_endpoint::Column::DeletedAt.is_null())
+            .into_tuple()
+            .all(&**tx)
+            .await?;
     if endpoints.is_empty() {
         return Ok(());
     }
+    let readers = employee_readers(tx, &endpoints, events).await?;
     let endpoints: Vec<(String, Vec<String>)> = endpoints
         .into_iter()
-        .map(|(id, events)| {
+        .map(|(id, events, _)| {
             let patterns = events
                 .as_array()
                 .map(|a| {
@@ -94,10 +97,48 @@ pub async fn enqueue_deliveries(tx: &WriteTx, events: &[(&str, &str)]) -> Result
             endpoints
                 .iter()
                 .filter(|(_, patterns)| subscribes(patterns, event_type))
+                // An employee's object goes only where its registering key could read it
+                // (`*` subscribed before employee events existed included).
+                .filter(|(id, _)| !event_type.starts_with("employee.") || readers.contains(id))
                 .map(|(id, _)| delivery_of(id, event_id, event_type))
         })
         .collect();
     insert_deliveries(tx, rows).await
+}
+
+/// The endpoints (of `endpoints`) whose registering key holds `employees:read`, read only when
+/// `events` hold an employee event (CONTRACT §10: an endpoint receives only what the key that
+/// registered it could read).
+async fn employee_readers(
+    tx: &WriteTx,
+    endpoints: &[(String, serde_json::Value, Option<String>)],
+    events: &[(&str, &str)],
+) -> Result<std::collections::HashSet<String>, DbErr> {
+    if !events.iter().any(|(_, kind)| kind.starts_with("employee.")) {
+        return Ok(Default::default());
+    }
+    let keys: Vec<String> = endpoints.iter().filter_map(|(_, _, k)| k.clone()).collect();
+    let readers: std::collections::HashSet<String> = payroll_entities::api_key::Entity::find()
+        .filter(bulk::one_of(
+            tx.get_database_backend(),
+            payroll_entities::api_key::Column::Id,
+            keys,
+        ))
+        .all(&**tx)
+        .await?
+        .into_iter()
+        .filter(|k| {
+            k.scopes
+                .split(',')
+                .any(|s| s == "employees:read" || s == "employees:*")
+        })
+        .map(|k| k.id)
+        .collect();
+    Ok(endpoints
+        .iter()
+        .filter(|(_, _, k)| k.as_ref().is_some_and(|k| readers.contains(k)))
+        .map(|(id, _, _)| id.clone())
+        .collect())
 }
 
 /// Inserts delivery rows in multi-row statements and marks the transaction.

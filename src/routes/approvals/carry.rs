@@ -2,8 +2,9 @@
 //! key or session, their scopes as they asked), on the stored method, path and body, under the
 //! approval's own Idempotency-Key, so it runs at most once however often approve is sent or
 //! resumed. Its answer becomes the approval's `result`: APPROVED for a 2xx, FAILED for a
-//! refusal (4xx). An infrastructure failure (5xx) records nothing: the approver sends approve
-//! again, and it carries on.
+//! refusal (4xx), the refusal also kept under that Idempotency-Key so that no second carrying
+//! out tries again. An infrastructure failure (5xx) records nothing: approve sent again
+//! carries it on (see `approve`).
 
 use std::rc::Rc;
 
@@ -27,10 +28,14 @@ use crate::{
     routes::{payouts, runs, treasury},
 };
 
-/// Carries `model` (APPROVED by this request's caller, no result yet) out, records its result
-/// and answers 200 with the approval.
+/// Carries `model` (APPROVED, no result yet) out, records its result and answers 200 with the
+/// approval.
 pub async fn finish(req: &ApiRequest, model: approval::Model) -> Result<HttpResponse, ApiError> {
-    let (status, body) = carry_out(req, &model).await?;
+    let CarriedOut {
+        status,
+        body,
+        refused_claim,
+    } = carry_out(req, &model).await?;
     let now = time::now();
     let failed = !(200..300).contains(&status);
     let (kind, action, final_status) = if failed {
@@ -43,7 +48,18 @@ pub async fn finish(req: &ApiRequest, model: approval::Model) -> Result<HttpResp
         )
     };
     let tx = req.state().db.begin_write().await?;
-    approval::Entity::update_many()
+    // A refusal is kept under the approval's claim with the result: a second carrying out (a
+    // resume racing this one) replays it rather than trying again.
+    if let Some(claim) = &refused_claim {
+        payroll_actors::acknowledgement::complete_idempotency(
+            &*tx,
+            &claim.target(),
+            status,
+            body.to_string(),
+        )
+        .await?;
+    }
+    let recorded = approval::Entity::update_many()
         .col_expr(approval::Column::Status, Expr::value(final_status.as_str()))
         .col_expr(
             approval::Column::ResultStatus,
@@ -53,11 +69,18 @@ pub async fn finish(req: &ApiRequest, model: approval::Model) -> Result<HttpResp
         .filter(approval::Column::Id.eq(model.id.as_str()))
         .filter(approval::Column::ResultStatus.is_null())
         .exec(&*tx)
-        .await?;
+        .await?
+        .rows_affected
+        == 1;
     let model = approval::Entity::find_by_id(model.id.as_str())
         .one(&*tx)
         .await?
         .ok_or_else(|| ApiError::not_found("approval", &model.id))?;
+    if !recorded {
+        // Another carrying out recorded the result first: it stands, told once.
+        drop(tx);
+        return req.ok(&ApprovalResource::new(&model, now));
+    }
     events::insert_events(&tx, vec![approval_event(kind, &model)]).await?;
     let record = AuditRecord::new(action, "approval", &model.id).details(json!({
         "operation": model.operation,
@@ -71,9 +94,18 @@ pub async fn finish(req: &ApiRequest, model: approval::Model) -> Result<HttpResp
         .await
 }
 
+/// What carrying an approved request out gave.
+struct CarriedOut {
+    status: u16,
+    body: Value,
+    /// The claim of a refused operation, still held: completed with the refusal and the
+    /// approval's result in one transaction.
+    refused_claim: Option<IdempotencyClaim>,
+}
+
 /// Runs the approved request's handler as its requester; its status and body. An error of
 /// the infrastructure (5xx) is answered to the approver instead, recording nothing.
-async fn carry_out(req: &ApiRequest, model: &approval::Model) -> Result<(u16, Value), ApiError> {
+async fn carry_out(req: &ApiRequest, model: &approval::Model) -> Result<CarriedOut, ApiError> {
     let state = req.state();
     let method = Method::from_bytes(model.method.as_bytes()).map_err(ApiError::internal)?;
     let api_path = model
@@ -93,7 +125,11 @@ async fn carry_out(req: &ApiRequest, model: &approval::Model) -> Result<(u16, Va
         Verdict::Proceed => {}
         // Carried out before (the approve that did it was cut short): its answer stands.
         Verdict::Replay { status, body } => {
-            return Ok((status, serde_json::from_str(&body).unwrap_or(Value::Null)));
+            return Ok(CarriedOut {
+                status,
+                body: serde_json::from_str(&body).unwrap_or(Value::Null),
+                refused_claim: None,
+            });
         }
         verdict => {
             return Err(idempotency::verdict_error(&verdict).unwrap_or_else(|| {
@@ -152,12 +188,11 @@ async fn carry_out(req: &ApiRequest, model: &approval::Model) -> Result<(u16, Va
         }
         Err(err) => (err.code.status().as_u16(), err.body(&req.request_id)),
     };
-    if !(200..300).contains(&status)
-        && let Err(err) = idempotency::release(&state.db, &claim).await
-    {
-        tracing::warn!(error = %err, "an approved operation's claim not released; it expires by itself");
-    }
     if status >= 500 {
+        // Nothing was done: the claim goes, so that approve sent again carries it out.
+        if let Err(err) = idempotency::release(&state.db, &claim).await {
+            tracing::warn!(error = %err, "an approved operation's claim not released; it expires by itself");
+        }
         let code = body["error"]["code"]
             .as_str()
             .unwrap_or_default()
@@ -171,7 +206,7 @@ async fn carry_out(req: &ApiRequest, model: &approval::Model) -> Result<(u16, Va
             "The approved operation could not be carried out now; the approval stays APPROVED without a result.",
         )
         .detail("approval_id", model.id.as_str())
-        .hint("Send approve again (same key) once the service is healthy: it carries the operation out once.");
+        .hint("Send approve again once the service is healthy: it carries the operation out once.");
         if let Some(details) = body["error"]["details"].as_object() {
             for (k, v) in details {
                 err.details.insert(k.clone(), v.clone());
@@ -182,5 +217,10 @@ async fn carry_out(req: &ApiRequest, model: &approval::Model) -> Result<(u16, Va
         }
         return Err(err);
     }
-    Ok((status, body))
+    let refused_claim = (!(200..300).contains(&status)).then_some(claim);
+    Ok(CarriedOut {
+        status,
+        body,
+        refused_claim,
+    })
 }

@@ -221,12 +221,23 @@ pub async fn approve(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         .one(&req.state().db.conn)
         .await?
         .ok_or_else(|| ApiError::not_found("approval", &model.id))?;
-    // The same approver asking again for one whose carrying out was cut (a crash, a 503)
-    // carries it on: the operation's own Idempotency-Key keeps it to one run.
-    let resumed = model.status == ApprovalStatus::Approved
+    // Approve sent again for one whose carrying out was cut (a crash, a 503) carries it on:
+    // by its approver at once, by any key that may decide it once the carrying out's claim
+    // has lapsed (`idempotency.lock_timeout_ms`; before, the decision is simply closed to
+    // them), and only while the operation's record is kept (`idempotency.retention_seconds`
+    // from the decision). The operation's own Idempotency-Key keeps it to one run.
+    let settings = &req.state().settings.idempotency;
+    let since = model.decided_at.map(|at| time::now() - at);
+    let lapsed =
+        since.is_some_and(|s| s >= chrono::Duration::milliseconds(settings.lock_timeout_ms as i64));
+    let kept =
+        since.is_some_and(|s| s < chrono::Duration::seconds(settings.retention_seconds as i64));
+    let own = model.decided_by_key_id.as_deref() == Some(caller.key_id.as_str());
+    let resumable = model.status == ApprovalStatus::Approved
         && model.result_status.is_none()
-        && model.decided_by_key_id.as_deref() == Some(caller.key_id.as_str());
-    if !won && !resumed {
+        && kept
+        && (own || lapsed);
+    if !won && !resumable {
         return Err(closed(&req, &model).await);
     }
     carry::finish(&req, model).await

@@ -5,7 +5,7 @@ pub mod input;
 pub mod wallet_changes;
 
 use actix_web::{HttpResponse, http::StatusCode};
-use payroll_entities::{EmployeeStatus, EmploymentType, employee, ids, time};
+use payroll_entities::{EmployeeStatus, EmploymentType, Network, employee, ids, time};
 use sea_orm::{
     ActiveModelTrait,
     ActiveValue::Set,
@@ -186,7 +186,15 @@ fn changes(before: &EmployeeResource, after: &EmployeeResource) -> Value {
 /// contract end before the stored start): the document can say neither.
 fn refusal_of_patch(patch: &EmployeeUpdate, errors: Vec<FieldError>) -> ApiError {
     let stored = |e: &FieldError| match e.field.as_str() {
-        "wallet_address" => patch.network.is_none() || patch.wallet_address.is_none(),
+        // A wallet alone conflicts with the stored network only if it is a wallet at all (of
+        // some network's form); a new network alone conflicts with the stored wallet.
+        "wallet_address" => match (&patch.network, &patch.wallet_address) {
+            (None, Some(wallet)) => Network::ALL
+                .iter()
+                .any(|n| crate::wallet::validate(*n, wallet.trim()).is_ok()),
+            (Some(_), None) => true,
+            _ => false,
+        },
         "contract_end_date" => {
             patch.contract_start_date.is_none() || patch.contract_end_date.is_none()
         }
