@@ -116,18 +116,34 @@ async fn connect(settings: &Settings, checkpoints_from_the_side: bool) -> anyhow
 /// first takes a lock of this schema's (`pg_advisory_xact_lock`): instances started together on
 /// an empty database wait for each other, and each finds the schema as the first left it,
 /// instead of two creating the same table. SQLite has one server per file.
+/// Each migration is told at `debug` (sea-orm-migration's own lines, see
+/// `telemetry::init`); one `info` line says how many were applied.
 async fn migrate(db: &Db) -> Result<(), sea_orm::DbErr> {
     use sea_orm::{ConnectionTrait as _, TransactionTrait as _};
     if db.backend() != sea_orm::DatabaseBackend::Postgres {
-        return Migrator::up(&db.conn, None).await;
+        let pending = Migrator::get_pending_migrations(&db.conn).await?.len();
+        Migrator::up(&db.conn, None).await?;
+        applied(pending);
+        return Ok(());
     }
     let tx = db.conn.begin().await?;
     tx.execute_unprepared(
         "SELECT pg_advisory_xact_lock(hashtext('payroll_migrations:' || current_schema()))",
     )
     .await?;
+    let pending = Migrator::get_pending_migrations(&tx).await?.len();
     Migrator::up(&tx, None).await?;
-    tx.commit().await
+    tx.commit().await?;
+    applied(pending);
+    Ok(())
+}
+
+fn applied(count: usize) {
+    if count == 0 {
+        tracing::info!("database schema up to date");
+    } else {
+        tracing::info!(count, "database migrations applied");
+    }
 }
 
 /// The key pepper: configured, or generated once and kept in `<data.dir>/key_pepper`.

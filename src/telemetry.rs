@@ -16,11 +16,24 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogFormat, LogSettings};
 
+/// sea-orm-migration tells every migration it applies at `info` (two lines each, some sixty on a
+/// first start, around the bootstrap key); the service tells their count in one line instead.
+/// Each migration's own lines show at `debug` and beyond, or when `log.level` names the target.
+fn quiet_migrations(filter: EnvFilter, level: &str) -> EnvFilter {
+    let verbose = level
+        .split(',')
+        .any(|d| matches!(d.trim(), "debug" | "trace") || d.contains("sea_orm_migration"));
+    match "sea_orm_migration=warn".parse() {
+        Ok(directive) if !verbose => filter.add_directive(directive),
+        _ => filter,
+    }
+}
+
 pub fn init(settings: &LogSettings) {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .and_then(|f| EnvFilter::try_new(f).ok())
-        .unwrap_or_else(|| EnvFilter::new(&settings.level));
+        .unwrap_or_else(|| quiet_migrations(EnvFilter::new(&settings.level), &settings.level));
     // Colour only for a person at a terminal: a log written to a file or a pipe stays plain.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

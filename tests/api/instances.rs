@@ -621,3 +621,28 @@ async fn the_log_of_a_full_run_holds_no_secret() {
         "payout changes are logged at debug with their payout id"
     );
 }
+
+/// The first start prints the bootstrap key without migration logging around it: the
+/// migrations are told in one `info` line with their count.
+#[actix_web::test]
+async fn the_first_start_tells_its_migrations_in_one_line() {
+    let setup = Setup::bare(None);
+    let server = setup.spawn(
+        1,
+        &[
+            ("PAYROLL__AUTH__BOOTSTRAP_KEY", "true"),
+            ("PAYROLL__LOG__LEVEL", "info"),
+        ],
+    );
+    setup.wait_ready(&server, 1).await;
+    let log = setup.log(1);
+    assert!(log.contains("Created the bootstrap API key"), "{log}");
+    assert!(!log.contains("sea_orm_migration"), "{log}");
+    assert_eq!(
+        log.matches("database migrations applied").count(),
+        1,
+        "{log}"
+    );
+    let before_key = &log[..log.find("Created the bootstrap API key").expect("key")];
+    assert!(before_key.lines().count() <= 3, "{log}");
+}
