@@ -80,44 +80,33 @@ pub fn request_entry(
         resource_id: record.map(|r| r.resource_id.clone()),
         status_code: Some(i32::from(status)),
         idempotency_key: facts.idempotency_key.clone(),
-        details: approval_noted(
-            truncation_noted(
-                record.map(|r| r.details.clone()).unwrap_or(details),
-                facts.path_truncated,
-            ),
-            facts.approval.as_ref(),
-        ),
+        details: {
+            let mut details = record.map(|r| r.details.clone()).unwrap_or(details);
+            if facts.path_truncated {
+                details = noted(details, "path_truncated", Value::Bool(true));
+            }
+            if let Some(grant) = &facts.approval {
+                let approval = serde_json::json!({
+                    "id": grant.approval_id,
+                    "approved_by_key_id": grant.approved_by_key_id,
+                });
+                details = noted(details, "approval", approval);
+            }
+            details
+        },
     }
 }
 
-/// `details` with the approval an approved request was carried out under, and its approver.
-fn approval_noted(mut details: Value, approval: Option<&ApprovalGrant>) -> Value {
-    if let Some(grant) = approval {
-        let note = serde_json::json!({
-            "id": grant.approval_id,
-            "approved_by_key_id": grant.approved_by_key_id,
-        });
-        match details.as_object_mut() {
-            Some(object) => {
-                object.insert("approval".into(), note);
-            }
-            None => details = serde_json::json!({"approval": note, "details": details}),
+/// `details` with `key: value` beside what it holds (wrapped as `details` if not an object):
+/// a path stored cut, the approval an approved request was carried out under.
+fn noted(mut details: Value, key: &str, value: Value) -> Value {
+    match details.as_object_mut() {
+        Some(object) => {
+            object.insert(key.to_owned(), value);
+            details
         }
+        None => serde_json::json!({key: value, "details": details}),
     }
-    details
-}
-
-/// `details` with `path_truncated: true` when the stored path was cut.
-fn truncation_noted(mut details: Value, truncated: bool) -> Value {
-    if truncated {
-        match details.as_object_mut() {
-            Some(object) => {
-                object.insert("path_truncated".into(), Value::Bool(true));
-            }
-            None => details = serde_json::json!({"path_truncated": true, "details": details}),
-        }
-    }
-    details
 }
 
 #[cfg(test)]

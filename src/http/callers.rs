@@ -71,7 +71,6 @@ pub(crate) async fn authenticate(
     Ok(Caller {
         scopes: auth::parse_scope_list(&key.scopes),
         key_id: key.id,
-        lineage_id: key.lineage_id.clone(),
         key_lineage_id: key.lineage_id,
         session_id: None,
     })
@@ -157,7 +156,6 @@ async fn authenticate_session(state: &AppState, token: &str) -> Result<Caller, A
     Ok(Caller {
         scopes: auth::parse_scope_list(&session.scopes),
         key_id: session.created_by_key_id,
-        lineage_id: session.id.clone(),
         key_lineage_id: session.lineage_id,
         session_id: Some(session.id),
     })

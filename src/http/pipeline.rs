@@ -415,7 +415,7 @@ async fn admit(
                 Err(_) => format!("{};oversized", route.operation),
             };
             let claim = IdempotencyClaim {
-                lineage_id: caller.lineage_id.clone(),
+                lineage_id: caller.idempotency_space().to_owned(),
                 key,
                 fingerprint,
                 locked_until: None,

@@ -23,9 +23,6 @@ use crate::http::{
 pub struct Caller {
     /// The key, or the session's creating key (what audit entries name as `api_key_id`).
     pub key_id: String,
-    /// Idempotency keys are scoped to this: a rotated key shares its predecessor's space; an
-    /// agent session has a space of its own (its id).
-    pub lineage_id: String,
     /// The key's lineage (for a session, its creating key's): who is "the same person" when
     /// approvals and wallet holds ask for another one.
     pub key_lineage_id: String,
@@ -35,6 +32,12 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// What its Idempotency-Keys are scoped to: the key's lineage (a rotated key shares its
+    /// predecessor's space), or an agent session's own id.
+    pub fn idempotency_space(&self) -> &str {
+        self.session_id.as_deref().unwrap_or(&self.key_lineage_id)
+    }
+
     pub fn actor_type(&self) -> payroll_entities::ActorType {
         match self.session_id {
             Some(_) => payroll_entities::ActorType::AgentSession,

@@ -471,6 +471,21 @@ async fn an_expired_approval_cannot_be_decided() {
     assert_eq!(run.data()["status"], "DEPOSITED");
 }
 
+/// The wallet address of `employee`'s payout in run `run_id`.
+async fn payout_wallet(app: &TestApp, run_id: &str, employee: &Value) -> Value {
+    let payouts = app
+        .get(&format!("/api/v1/payroll-runs/{run_id}/payouts"))
+        .await;
+    payouts
+        .data()
+        .as_array()
+        .expect("payouts")
+        .iter()
+        .find(|p| p["employee_id"] == employee["id"])
+        .expect("the employee's payout")["wallet_address"]
+        .clone()
+}
+
 /// The outbox files whose text contains `needle`, waiting up to 10 s for `count` of them.
 async fn outbox_with(app: &TestApp, needle: &str, count: usize) -> Vec<String> {
     let outbox = app.settings.data.dir.join("outbox");
@@ -582,17 +597,7 @@ async fn a_changed_wallet_is_seen_told_and_held_until_another_person_lifts_it() 
     assert_eq!(confirm.status, 200, "{}", confirm.text);
 
     // A wallet changed by import after confirm does not change where that run pays.
-    let payouts = app
-        .get(&format!("/api/v1/payroll-runs/{run_id}/payouts"))
-        .await;
-    let confirmed_bo = payouts
-        .data()
-        .as_array()
-        .expect("payouts")
-        .iter()
-        .find(|p| p["employee_id"] == bo["id"])
-        .expect("Bo's payout")["wallet_address"]
-        .clone();
+    let confirmed_bo = payout_wallet(&app, &run_id, &bo).await;
     let csv = format!(
         "name,email,salary_usd_cents,network,wallet_address\nBo,bo@example.com,150000,BASE,{}\n",
         crate::helpers::evm_address("elsewhere")
@@ -620,17 +625,7 @@ async fn a_changed_wallet_is_seen_told_and_held_until_another_person_lifts_it() 
     assert_eq!(executed.status, 200, "{}", executed.text);
     app.wait_for_run(&run_id, 30, |r| r["status"] == "COMPLETED")
         .await;
-    let payouts = app
-        .get(&format!("/api/v1/payroll-runs/{run_id}/payouts"))
-        .await;
-    let paid_bo = payouts
-        .data()
-        .as_array()
-        .expect("payouts")
-        .iter()
-        .find(|p| p["employee_id"] == bo["id"])
-        .expect("Bo's payout")["wallet_address"]
-        .clone();
+    let paid_bo = payout_wallet(&app, &run_id, &bo).await;
     assert_eq!(paid_bo, confirmed_bo, "paid where it was confirmed");
     let events = app.get("/api/v1/events?type=employee.wallet_changed").await;
     assert_eq!(events.json["pagination"]["total"], 2);

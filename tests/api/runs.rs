@@ -751,6 +751,17 @@ async fn a_lost_announcement_channel_loses_no_change() {
     }
 }
 
+/// A 409 `STATE_CONFLICT` naming exactly `fields`.
+fn assert_state_conflict(res: &crate::helpers::Resp, fields: &[&str]) {
+    assert_eq!(
+        (res.status.as_u16(), res.code()),
+        (409, "STATE_CONFLICT"),
+        "{}",
+        res.text
+    );
+    assert_eq!(res.invalid_fields(), fields);
+}
+
 /// CONTRACT §4, §8: a well-formed request that what exists now refuses is 409 `STATE_CONFLICT`
 /// with the same `validation_errors` a 400 has; the document could not have said it.
 #[actix_web::test]
@@ -770,13 +781,7 @@ async fn what_exists_now_refuses_with_state_conflict_not_400() {
         .post("/api/v1/payroll-runs", with(json!({"type": "ad_hoc",
             "items": [{"employee_id": "emp_01JZZZZZZZZZZZZZZZZZZZZZZZ", "amount_usd_cents": 100}]})))
         .await;
-    assert_eq!(
-        (res.status.as_u16(), res.code()),
-        (409, "STATE_CONFLICT"),
-        "{}",
-        res.text
-    );
-    assert_eq!(res.invalid_fields(), vec!["items[0].employee_id"]);
+    assert_state_conflict(&res, &["items[0].employee_id"]);
     // A payee twice.
     let res = app
         .post(
@@ -786,13 +791,7 @@ async fn what_exists_now_refuses_with_state_conflict_not_400() {
                       {"employee_id": id(&staff[0]), "amount_usd_cents": 200}]})),
         )
         .await;
-    assert_eq!(
-        (res.status.as_u16(), res.code()),
-        (409, "STATE_CONFLICT"),
-        "{}",
-        res.text
-    );
-    assert_eq!(res.invalid_fields(), vec!["items[1].employee_id"]);
+    assert_state_conflict(&res, &["items[1].employee_id"]);
     // An INACTIVE employee.
     let gone = app
         .write_as(
@@ -809,13 +808,7 @@ async fn what_exists_now_refuses_with_state_conflict_not_400() {
             with(json!({"employee_ids": [id(&staff[1])]})),
         )
         .await;
-    assert_eq!(
-        (res.status.as_u16(), res.code()),
-        (409, "STATE_CONFLICT"),
-        "{}",
-        res.text
-    );
-    assert_eq!(res.invalid_fields(), vec!["employee_ids[0]"]);
+    assert_state_conflict(&res, &["employee_ids[0]"]);
     // An expiry already past.
     let res = app
         .post(
@@ -824,13 +817,7 @@ async fn what_exists_now_refuses_with_state_conflict_not_400() {
             "expires_at": "2020-01-01T00:00:00Z"}),
         )
         .await;
-    assert_eq!(
-        (res.status.as_u16(), res.code()),
-        (409, "STATE_CONFLICT"),
-        "{}",
-        res.text
-    );
-    assert_eq!(res.invalid_fields(), vec!["expires_at"]);
+    assert_state_conflict(&res, &["expires_at"]);
     // A wallet that does not fit the stored network (BASE); with its own network it is judged
     // as the body's own mistake (400).
     let path = format!("/api/v1/employees/{}", id(&staff[0]));
@@ -838,13 +825,7 @@ async fn what_exists_now_refuses_with_state_conflict_not_400() {
     let res = app
         .write_as(&app.key, "PATCH", &path, json!({"wallet_address": solana}))
         .await;
-    assert_eq!(
-        (res.status.as_u16(), res.code()),
-        (409, "STATE_CONFLICT"),
-        "{}",
-        res.text
-    );
-    assert_eq!(res.invalid_fields(), vec!["wallet_address"]);
+    assert_state_conflict(&res, &["wallet_address"]);
     let res = app
         .write_as(
             &app.key,

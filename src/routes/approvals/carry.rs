@@ -142,7 +142,6 @@ async fn carry_out(req: &ApiRequest, model: &approval::Model) -> Result<CarriedO
     }
     let caller = Caller {
         key_id: model.requester_key_id.clone(),
-        lineage_id: model.id.clone(),
         key_lineage_id: model.requester_lineage_id.clone(),
         scopes: auth::parse_scope_list(&model.requester_scopes),
         session_id: model.requester_session_id.clone(),
