@@ -15,9 +15,9 @@ use serde::Deserialize;
 const DEFAULTS: &str = include_str!("../config/default.toml");
 
 mod agents;
+mod exchange;
 mod secrets;
 pub use agents::{AgentSessionSettings, ApprovalSettings, EmployeeSettings};
-use secrets::ENV_ONLY;
 pub use secrets::Secret;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -380,6 +380,11 @@ impl Settings {
                 30 * DAY_MS,
             ),
             (
+                "exchange.resend_grace_without_dedupe_ms",
+                self.exchange.resend_grace_without_dedupe_ms,
+                DAY_MS,
+            ),
+            (
                 "exchange.send_deadline_ms",
                 self.exchange.send_deadline_ms,
                 DAY_MS,
@@ -408,13 +413,8 @@ impl Settings {
         if self.runs.poll_interval_ms == 0 || self.runs.funds_watch_interval_ms == 0 {
             return bad("runs.poll_interval_ms", "intervals must be at least 1 ms");
         }
-        if !matches!(self.exchange.provider.as_str(), "sandbox" | "okx") {
-            return bad(
-                "exchange.provider",
-                "must be \"sandbox\" (the embedded exchange) or \"okx\"",
-            );
-        }
-        self.validate_okx()?;
+        exchange::validate(&self.exchange)
+            .map_err(|(key, why)| ConfigError(format!("{key}: {why}")))?;
         if self.exchange.burst == 0 {
             return bad("exchange.burst", "must be at least 1");
         }
@@ -426,6 +426,11 @@ impl Settings {
         }
         if self.exchange.max_sends == 0 || self.exchange.max_sends > 100 {
             return bad("exchange.max_sends", "must be from 1 to 100");
+        }
+        if self.exchange.max_sends_without_dedupe == 0
+            || self.exchange.max_sends_without_dedupe > 100
+        {
+            return bad("exchange.max_sends_without_dedupe", "must be from 1 to 100");
         }
         if self.exchange.reconcile_batch == 0 || self.exchange.reconcile_batch > 100_000 {
             return bad("exchange.reconcile_batch", "must be from 1 to 100000");
@@ -481,76 +486,6 @@ impl Settings {
                 "email.from",
                 "not a mailbox such as `Payroll <payroll@example.com>`",
             );
-        }
-        Ok(())
-    }
-
-    /// `exchange.okx.*`: the shape of every key always, the credentials when OKX is the provider.
-    fn validate_okx(&self) -> Result<(), ConfigError> {
-        let bad = |key: &str, why: &str| Err(ConfigError(format!("{key}: {why}")));
-        let okx = &self.exchange.okx;
-        let uri = okx.base_url.parse::<awc::http::Uri>().ok();
-        let base_ok = uri.as_ref().is_some_and(|u| {
-            matches!(u.scheme_str(), Some("http" | "https"))
-                && u.authority().is_some()
-                && u.query().is_none()
-        });
-        if !base_ok {
-            return bad(
-                "exchange.okx.base_url",
-                "must be an http(s) URL such as https://www.okx.com",
-            );
-        }
-        // The key and passphrase travel in every request's headers: never in clear, unless a
-        // test asks for it.
-        if uri.as_ref().and_then(|u| u.scheme_str()) == Some("http")
-            && !self.exchange.allow_insecure_http
-        {
-            return bad(
-                "exchange.okx.base_url",
-                "must be https:// (credentials go in every request); http:// only with exchange.allow_insecure_http = true, for tests",
-            );
-        }
-        if okx.timeout_ms == 0 || okx.timeout_ms > 300_000 {
-            return bad("exchange.okx.timeout_ms", "must be between 1 and 300000");
-        }
-        let chains = okx
-            .chain_map()
-            .map_err(|why| ConfigError(format!("exchange.okx.chains: {why}")))?;
-        if let Some((network, _)) = chains
-            .iter()
-            .find(|(_, chain)| chain.trim().is_empty() || chain.len() > 64)
-        {
-            return bad(
-                &format!("exchange.okx.chains.{network}"),
-                "must be an OKX chain name such as USDC-ERC20",
-            );
-        }
-        let Some(deposit) = okx.deposit_network() else {
-            return bad(
-                "exchange.okx.deposit_network",
-                &format!("must be one of {}", payroll_entities::Network::spellings()),
-            );
-        };
-        if !chains.contains_key(&deposit) {
-            return bad(
-                "exchange.okx.deposit_network",
-                &format!("{deposit} has no chain in exchange.okx.chains"),
-            );
-        }
-        if self.exchange.provider == "okx" {
-            for ((key, variable), value) in
-                ENV_ONLY
-                    .iter()
-                    .zip([&okx.api_key, &okx.secret_key, &okx.passphrase])
-            {
-                if value.trim().is_empty() {
-                    return bad(
-                        key,
-                        &format!("required when exchange.provider is \"okx\"; set {variable}"),
-                    );
-                }
-            }
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ use payroll_actors::{
     exchange::{
         ExchangeProvider,
         actor::{ExchangeActor, StopSending, effective_limit},
+        binance::BinanceProvider,
         desk::FundsDesk,
         okx::OkxProvider,
         rate_limit::SharedRateLimit,
@@ -335,19 +336,11 @@ impl Application {
             Duration::from_millis(settings.audit.flush_interval_ms),
         );
         RetentionJanitor::new(db.clone(), Duration::from_secs(60)).start();
-        let provider: Arc<dyn ExchangeProvider> = match settings.exchange.provider.as_str() {
-            "okx" => Arc::new(
-                OkxProvider::new(settings.exchange.okx.clone())
-                    .map_err(|why| anyhow::anyhow!("exchange.okx: {why}"))?,
-            ),
-            _ => Arc::new(
-                SandboxProvider::open(db.clone(), settings.exchange.sandbox.clone())
-                    .await
-                    .context("the sandbox exchange could not be opened")?,
-            ),
-        };
+        let provider = exchange_provider(&settings, &db).await?;
         let exchange_provider = provider.name();
+        payroll_actors::telemetry::exchange_provider(exchange_provider);
         let lookups_read_history = provider.lookups_read_history();
+        let client_ids_deduped = provider.refuses_repeated_client_id();
         let (per_second, burst) = effective_limit(
             settings.exchange.withdrawals_per_second,
             settings.exchange.burst,
@@ -381,7 +374,7 @@ impl Application {
             limit,
             db.clone(),
             lease.owner.clone(),
-            settings.exchange.send_deadline(),
+            settings.exchange.send_deadline(client_ids_deduped),
         )
         .start();
         let funds = FundsDesk::new(db.clone(), exchange.clone());
@@ -403,6 +396,7 @@ impl Application {
             runs: settings.runs.clone(),
             exchange_settings: settings.exchange.clone(),
             lookups_read_history,
+            client_ids_deduped,
             test_run: settings.test_run.clone(),
             lease: lease.clone(),
         }))
@@ -649,4 +643,26 @@ async fn checkpoint_log(db: Db) {
             tracing::debug!(error = %err, "the SQLite log could not be checkpointed now");
         }
     }
+}
+
+/// The exchange provider the settings name: the sandbox (kept in `db`), OKX or Binance.
+pub async fn exchange_provider(
+    settings: &Settings,
+    db: &Db,
+) -> anyhow::Result<Arc<dyn ExchangeProvider>> {
+    Ok(match settings.exchange.provider.as_str() {
+        "okx" => Arc::new(
+            OkxProvider::new(settings.exchange.okx.clone())
+                .map_err(|why| anyhow::anyhow!("exchange.okx: {why}"))?,
+        ),
+        "binance" => Arc::new(
+            BinanceProvider::new(settings.exchange.binance.clone())
+                .map_err(|why| anyhow::anyhow!("exchange.binance: {why}"))?,
+        ),
+        _ => Arc::new(
+            SandboxProvider::open(db.clone(), settings.exchange.sandbox.clone())
+                .await
+                .context("the sandbox exchange could not be opened")?,
+        ),
+    })
 }

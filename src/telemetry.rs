@@ -177,6 +177,10 @@ fn describe_metrics() {
     );
     describe_gauge!("payroll_actors_alive", "Actors running, by kind.");
     describe_gauge!(
+        "payroll_exchange_provider",
+        "1, labelled with the exchange provider in force (sandbox, okx, binance)."
+    );
+    describe_gauge!(
         "payroll_database_up",
         "1 while the database answers and takes writes, 0 while it is unreachable or refuses writes."
     );

@@ -38,8 +38,15 @@ pub struct ExchangeSettings {
     pub stuck_after_ms: u64,
     /// Client ids looked up in one pass.
     pub reconcile_batch: u32,
-    /// Sends of one client id before a payout whose outcome is still unknown is stuck.
+    /// Sends of one client id before a payout whose outcome is still unknown is stuck, where
+    /// the exchange documents refusing a second withdrawal under an id it already holds.
     pub max_sends: u32,
+    /// Where the exchange does not document that refusal: how long after its last send an
+    /// id the look-ups have not found (at least three of them, the last after this) is sent
+    /// again…
+    pub resend_grace_without_dedupe_ms: u64,
+    /// …and how many sends of one id there are at most before its payout is stuck.
+    pub max_sends_without_dedupe: u32,
     /// A job that cannot reach the exchange this long is FAILED.
     pub unreachable_fail_ms: u64,
     /// The exchange's base URL may be `http://` (tests only: credentials would go in clear).
@@ -47,11 +54,12 @@ pub struct ExchangeSettings {
     pub allow_insecure_http: bool,
     /// A send stamped this long ago and not yet started is not sent: it stays unknown and is
     /// looked up (so an instance paused between stamp and send does not send after another
-    /// instance resent). Used at most as half of `reconcile_grace_ms` (see
+    /// instance resent). Used at most as half of the provider's resend grace (see
     /// [`ExchangeSettings::send_deadline`]).
     pub send_deadline_ms: u64,
     pub sandbox: SandboxSettings,
     pub okx: OkxSettings,
+    pub binance: BinanceSettings,
 }
 
 /// The most withdrawals sent in one call to the provider.
@@ -61,14 +69,49 @@ pub const UNPACED_BATCH: usize = 512;
 /// records the answers to one and claims the next while the exchange actor sends the other.
 pub const UNPACED_WINDOW: usize = 2 * UNPACED_BATCH;
 
+/// When an id whose outcome is unknown and that the exchange does not show is sent again
+/// (CONTRACT §7, "Resends depend on the exchange").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resends {
+    /// Since the id's last send.
+    pub grace_ms: u64,
+    /// Sends of one id in all; then its payout is stuck.
+    pub max_sends: u32,
+    /// Look-ups since the last send that must not have found it, the last after the grace.
+    pub unfound_lookups: i32,
+}
+
+/// Look-ups that must miss an id before it is resent where our record is the only guard.
+pub const UNFOUND_LOOKUPS_BEFORE_RESEND: i32 = 3;
+
 impl ExchangeSettings {
+    /// The resend rule for a provider: `deduped` when its exchange documents refusing a
+    /// second withdrawal under a client id it already holds (the resend then cannot pay
+    /// twice), otherwise the slower rule where only our own record guards against it.
+    pub fn resends(&self, deduped: bool) -> Resends {
+        if deduped {
+            Resends {
+                grace_ms: self.reconcile_grace_ms,
+                max_sends: self.max_sends,
+                unfound_lookups: 1,
+            }
+        } else {
+            Resends {
+                grace_ms: self.resend_grace_without_dedupe_ms,
+                max_sends: self.max_sends_without_dedupe,
+                unfound_lookups: UNFOUND_LOOKUPS_BEFORE_RESEND,
+            }
+        }
+    }
+
     /// How long after its stamp a send may still start: `send_deadline_ms`, and at most half
-    /// of `reconcile_grace_ms`, so that no instance starts a send after another may have
-    /// resent it (which waits the grace since the stamp).
-    pub fn send_deadline(&self) -> std::time::Duration {
+    /// of the resend grace of the provider's rule ([`ExchangeSettings::resends`]), so that no
+    /// instance starts a send after another may have resent it (which waits the grace since
+    /// the stamp).
+    pub fn send_deadline(&self, deduped: bool) -> std::time::Duration {
         std::time::Duration::from_millis(
             self.send_deadline_ms
-                .min(self.reconcile_grace_ms / 2)
+                .min(self.resends(deduped).grace_ms / 2)
                 .max(1),
         )
     }
@@ -128,13 +171,7 @@ impl OkxSettings {
     /// The chain map with its keys read as networks (case-insensitively: environment variable
     /// names may arrive in lower case), or the first key that names no network.
     pub fn chain_map(&self) -> Result<HashMap<Network, String>, String> {
-        let mut out = HashMap::new();
-        for (key, chain) in &self.chains {
-            let network = Network::parse(&key.to_ascii_uppercase())
-                .ok_or_else(|| format!("{key} is not a network ({})", Network::spellings()))?;
-            out.insert(network, chain.clone());
-        }
-        Ok(out)
+        network_map(&self.chains)
     }
 
     /// The deposit network, read like the chain map's keys.
@@ -156,6 +193,72 @@ impl std::fmt::Debug for OkxSettings {
             .field("timeout_ms", &self.timeout_ms)
             .finish()
     }
+}
+
+/// The Binance account (`exchange.provider = "binance"`). The two credentials come from the
+/// environment only (`PAYROLL__EXCHANGE__BINANCE__API_KEY`, `…__SECRET_KEY`) and are never
+/// printed.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BinanceSettings {
+    /// `https://api.binance.com`; tests point it at a scripted server.
+    pub base_url: String,
+    #[serde(default)]
+    pub api_key: String,
+    #[serde(default)]
+    pub secret_key: String,
+    /// How long after its `timestamp` Binance may still take a signed request (at most 60000).
+    pub recv_window_ms: u64,
+    /// Our network → Binance's network name for USDC (`ETHEREUM` → `ETH`). A payee on a
+    /// network missing here cannot be paid through Binance.
+    pub networks: BTreeMap<String, String>,
+    /// The network whose Binance deposit address is shown for funding the account.
+    pub deposit_network: String,
+    /// The wallet withdrawals are paid from and whose balance counts: `spot` or `funding`.
+    pub wallet: String,
+    /// One request to Binance (connect, send, answer) takes at most this long.
+    pub timeout_ms: u64,
+}
+
+impl BinanceSettings {
+    /// The network map with its keys read as our networks (case-insensitively), or the first
+    /// key that names none.
+    pub fn network_map(&self) -> Result<HashMap<Network, String>, String> {
+        network_map(&self.networks)
+    }
+
+    /// The deposit network, read like the network map's keys.
+    pub fn deposit_network(&self) -> Option<Network> {
+        Network::parse(&self.deposit_network.to_ascii_uppercase())
+    }
+}
+
+impl std::fmt::Debug for BinanceSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let redacted = |s: &String| if s.is_empty() { "" } else { "[redacted]" };
+        f.debug_struct("BinanceSettings")
+            .field("base_url", &self.base_url)
+            .field("api_key", &redacted(&self.api_key))
+            .field("secret_key", &redacted(&self.secret_key))
+            .field("recv_window_ms", &self.recv_window_ms)
+            .field("networks", &self.networks)
+            .field("deposit_network", &self.deposit_network)
+            .field("wallet", &self.wallet)
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}
+
+/// A map keyed by network names (as written in a config file or an environment variable's
+/// lower-cased name) with its keys read as networks, or the first key that names none.
+fn network_map(map: &BTreeMap<String, String>) -> Result<HashMap<Network, String>, String> {
+    let mut out = HashMap::new();
+    for (key, value) in map {
+        let network = Network::parse(&key.to_ascii_uppercase())
+            .ok_or_else(|| format!("{key} is not a network ({})", Network::spellings()))?;
+        out.insert(network, value.clone());
+    }
+    Ok(out)
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -276,6 +276,11 @@ pub fn withdrawals(outcome: &'static str, count: u64) {
     }
 }
 
+/// The exchange provider in force (`sandbox`, `okx`, `binance`): 1 on its label.
+pub fn exchange_provider(name: &'static str) {
+    metrics::gauge!("payroll_exchange_provider", "provider" => name).set(1.0);
+}
+
 /// How long a batch of withdrawals waited for rate-limit tokens.
 pub fn rate_limit_wait(seconds: f64) {
     metrics::histogram!("payroll_exchange_rate_limit_wait_seconds").record(seconds);

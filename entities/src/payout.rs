@@ -42,6 +42,9 @@ pub struct Model {
     pub send_count: i32,
     /// The last send of this attempt: the resend grace counts from it.
     pub last_sent_at: Option<DateTime<Utc>>,
+    /// Look-ups since the last send that did not find this attempt's client id at the
+    /// exchange (counted where the exchange does not document refusing a repeated id).
+    pub unfound_lookups: i32,
     /// Set while the payout is stuck (CONTRACT §7): never sent again on its own.
     pub stuck_since: Option<DateTime<Utc>>,
     pub completed_at: Option<DateTime<Utc>>,

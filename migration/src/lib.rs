@@ -35,6 +35,7 @@ mod m20261129_000002_count_funding_decisions;
 mod m20261129_000003_create_service_facts;
 mod m20261130_000001_create_agent_sessions_and_approvals;
 mod m20261130_000002_add_employee_wallet_holds;
+mod m20261201_000001_add_payout_unfound_lookups;
 mod postgres;
 mod unused_index;
 
@@ -77,6 +78,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000003_create_service_facts::Migration),
             Box::new(m20261130_000001_create_agent_sessions_and_approvals::Migration),
             Box::new(m20261130_000002_add_employee_wallet_holds::Migration),
+            Box::new(m20261201_000001_add_payout_unfound_lookups::Migration),
         ]
     }
 }

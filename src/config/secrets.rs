@@ -16,7 +16,14 @@ pub(super) const ENV_ONLY: &[(&str, &str)] = &[
         "exchange.okx.passphrase",
         "PAYROLL__EXCHANGE__OKX__PASSPHRASE",
     ),
-    // After OKX's three, which `validate_okx` reads in this order.
+    (
+        "exchange.binance.api_key",
+        "PAYROLL__EXCHANGE__BINANCE__API_KEY",
+    ),
+    (
+        "exchange.binance.secret_key",
+        "PAYROLL__EXCHANGE__BINANCE__SECRET_KEY",
+    ),
     ("auth.key_pepper", "PAYROLL__AUTH__KEY_PEPPER"),
     ("email.smtp.password", "PAYROLL__EMAIL__SMTP__PASSWORD"),
 ];

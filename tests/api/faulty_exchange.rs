@@ -80,6 +80,9 @@ const TIMEOUT_MS: &str = "300";
 /// Longer than the timeout and the history's lag together: a resend is never due while the
 /// first send may still show up.
 const GRACE_MS: &str = "1500";
+/// OKX does not document refusing a repeated clientId, so an id is resent only after look-ups
+/// missed it this long (and at least three times).
+const RESEND_GRACE_MS: &str = "1500";
 
 #[derive(Debug, Clone)]
 struct Made {
@@ -291,7 +294,13 @@ async fn setup_for(okx: &FaultyOkx, extra: &[(&str, &str)]) -> Setup {
         .with_env("PAYROLL__EXCHANGE__OKX__PASSPHRASE", "faulty-passphrase")
         .with_env("PAYROLL__EXCHANGE__OKX__TIMEOUT_MS", TIMEOUT_MS)
         .with_env("PAYROLL__EXCHANGE__RECONCILE_GRACE_MS", GRACE_MS)
-        .with_env("PAYROLL__EXCHANGE__MAX_SENDS", "3");
+        .with_env("PAYROLL__EXCHANGE__MAX_SENDS", "3")
+        // OKX does not document refusing a repeated clientId: resends wait out this grace.
+        .with_env(
+            "PAYROLL__EXCHANGE__RESEND_GRACE_WITHOUT_DEDUPE_MS",
+            RESEND_GRACE_MS,
+        )
+        .with_env("PAYROLL__EXCHANGE__MAX_SENDS_WITHOUT_DEDUPE", "3");
     for (name, value) in extra {
         setup = setup.with_env(name, value);
     }

@@ -27,6 +27,7 @@ mod openapi;
 mod pg_cluster;
 mod pipeline;
 mod process;
+mod providers;
 mod receiver;
 mod reconciliation;
 mod runs;

@@ -8,16 +8,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use base64::Engine;
-use hmac::{Hmac, Mac};
 use payroll::config::Settings;
 use serde_json::{Value, json};
-use sha2::Sha256;
 use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
 use crate::{
     helpers::{TestApp, spawn_app_with},
-    okx_standin::{Endpoint, envelope, mount, okx_error},
+    okx_standin::{Endpoint, envelope, mount, okx_error, signature_problem},
     process::Setup,
 };
 
@@ -108,44 +105,6 @@ struct Responder {
     state: Arc<Mutex<State>>,
 }
 
-/// Checks a request's headers as OKX would: key, passphrase, timestamp form, and the signature
-/// recomputed here from the documented prehash.
-fn signature_problem(request: &Request) -> Option<String> {
-    let header = |name: &str| {
-        request
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned()
-    };
-    if header("OK-ACCESS-KEY") != API_KEY {
-        return Some("OK-ACCESS-KEY".into());
-    }
-    if header("OK-ACCESS-PASSPHRASE") != PASSPHRASE {
-        return Some("OK-ACCESS-PASSPHRASE".into());
-    }
-    let timestamp = header("OK-ACCESS-TIMESTAMP");
-    let parsed = chrono::DateTime::parse_from_rfc3339(&timestamp);
-    if timestamp.len() != 24 || !timestamp.ends_with('Z') || parsed.is_err() {
-        return Some(format!("OK-ACCESS-TIMESTAMP {timestamp}"));
-    }
-    let mut path = request.url.path().to_owned();
-    if let Some(query) = request.url.query() {
-        path.push('?');
-        path.push_str(query);
-    }
-    let prehash = format!(
-        "{timestamp}{}{path}{}",
-        request.method.as_str(),
-        String::from_utf8_lossy(&request.body)
-    );
-    let mut mac = Hmac::<Sha256>::new_from_slice(SECRET_KEY.as_bytes()).expect("hmac");
-    mac.update(prehash.as_bytes());
-    let expected = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
-    (header("OK-ACCESS-SIGN") != expected).then(|| format!("OK-ACCESS-SIGN of {prehash}"))
-}
-
 fn cents_of(amt: &str) -> i64 {
     let (whole, fraction) = amt.split_once('.').unwrap_or((amt, "00"));
     whole.parse::<i64>().expect("amount") * 100 + fraction.parse::<i64>().expect("cents")
@@ -154,7 +113,7 @@ fn cents_of(amt: &str) -> i64 {
 impl Respond for Responder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let mut state = self.state.lock().expect("state");
-        if let Some(problem) = signature_problem(request) {
+        if let Some(problem) = signature_problem(request, API_KEY, SECRET_KEY, PASSPHRASE) {
             state.bad_signatures.push(problem);
             return okx_error(401, "50113", "Invalid signature");
         }
@@ -407,6 +366,8 @@ fn use_okx(settings: &mut Settings, okx: &FakeOkx) {
     settings.exchange.okx.passphrase = PASSPHRASE.into();
     settings.exchange.okx.timeout_ms = 500;
     settings.exchange.reconcile_grace_ms = 300;
+    // OKX does not document refusing a repeated clientId: resends wait out this grace.
+    settings.exchange.resend_grace_without_dedupe_ms = 1_500;
 }
 
 async fn okx_app(okx: &FakeOkx) -> TestApp {

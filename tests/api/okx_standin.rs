@@ -1,8 +1,11 @@
 //! What the OKX stand-ins share: the v5 endpoints the provider uses, OKX's answer envelope and
 //! error form, and mounting one responder per endpoint on a mock server.
 
+use base64::Engine;
+use hmac::{Hmac, Mac};
 use serde_json::{Value, json};
-use wiremock::{Mock, MockServer, Respond, ResponseTemplate, matchers};
+use sha2::Sha256;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate, matchers};
 
 /// An OKX v5 endpoint the provider calls.
 #[derive(Clone, Copy)]
@@ -51,4 +54,47 @@ pub async fn mount<R: Respond + 'static>(server: &MockServer, responder: impl Fn
             .mount(server)
             .await;
     }
+}
+
+/// Checks a request's headers as OKX would: key, passphrase, timestamp form, and the signature
+/// recomputed here from the documented prehash.
+pub fn signature_problem(
+    request: &Request,
+    api_key: &str,
+    secret_key: &str,
+    passphrase: &str,
+) -> Option<String> {
+    let header = |name: &str| {
+        request
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    if header("OK-ACCESS-KEY") != api_key {
+        return Some("OK-ACCESS-KEY".into());
+    }
+    if header("OK-ACCESS-PASSPHRASE") != passphrase {
+        return Some("OK-ACCESS-PASSPHRASE".into());
+    }
+    let timestamp = header("OK-ACCESS-TIMESTAMP");
+    let parsed = chrono::DateTime::parse_from_rfc3339(&timestamp);
+    if timestamp.len() != 24 || !timestamp.ends_with('Z') || parsed.is_err() {
+        return Some(format!("OK-ACCESS-TIMESTAMP {timestamp}"));
+    }
+    let mut path = request.url.path().to_owned();
+    if let Some(query) = request.url.query() {
+        path.push('?');
+        path.push_str(query);
+    }
+    let prehash = format!(
+        "{timestamp}{}{path}{}",
+        request.method.as_str(),
+        String::from_utf8_lossy(&request.body)
+    );
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret_key.as_bytes()).expect("hmac");
+    mac.update(prehash.as_bytes());
+    let expected = base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes());
+    (header("OK-ACCESS-SIGN") != expected).then(|| format!("OK-ACCESS-SIGN of {prehash}"))
 }

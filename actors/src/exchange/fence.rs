@@ -1,7 +1,7 @@
 //! Lease-fenced sends (CONTRACT §7): a withdrawal leaves this instance only if, at that moment,
 //! this instance holds the lease of the run it pays. In one transaction the send is checked
 //! against the lease (shared-locked on PostgreSQL, so a takeover waits for it) and stamped on
-//! the payout (`send_count` + 1, `last_sent_at`). An instance that has lost a run sends nothing
+//! the payout (`send_count` + 1, `last_sent_at`, and no look-up since). An instance that has lost a run sends nothing
 //! for it, and the instance that took it over sees every send that did leave, with its time,
 //! before it decides to send again.
 
@@ -49,6 +49,7 @@ pub async fn stamp_sends(
                 Expr::col(payout::Column::SendCount).add(1),
             )
             .value(payout::Column::LastSentAt, now)
+            .value(payout::Column::UnfoundLookups, 0)
             .cond_where(
                 Condition::all()
                     .add(super::payouts_of_client_ids(backend, chunk))

@@ -1,16 +1,19 @@
 //! The exchange: a provider interface (balance, withdrawals by client id, lookups, fees,
-//! treasury transfers), the sandbox and OKX providers, and the `ExchangeActor` that owns the
+//! treasury transfers), the sandbox, OKX and Binance providers, and the `ExchangeActor` that owns the
 //! conversation with it and the withdrawal rate limit.
 
 pub mod actor;
+pub mod binance;
 pub mod desk;
 pub mod fence;
 pub mod holds;
+pub mod http;
 pub mod okx;
 pub mod outcome;
 pub mod point;
 pub mod rate_limit;
 pub mod sandbox;
+pub mod wire;
 
 use std::collections::HashMap;
 
@@ -47,7 +50,62 @@ pub fn payouts_of_client_ids(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quote {
     pub fee: Cents,
+    /// The least amount the exchange withdraws, in its own terms (see [`Quote::sent`]).
     pub minimum: Cents,
+    /// What the exchange withdraws is a multiple of this (1: any whole number of cents).
+    pub step: Cents,
+    /// The exchange takes its fee out of the amount it is asked to withdraw, so the provider
+    /// asks for amount + fee and the payee receives the amount; otherwise the fee is charged on
+    /// top and the amount is asked for as it is.
+    pub fee_from_amount: bool,
+}
+
+impl Quote {
+    /// A fee charged on top, any amount of whole cents from `minimum` up.
+    pub fn on_top(fee: Cents, minimum: Cents) -> Quote {
+        Quote {
+            fee,
+            minimum,
+            step: Cents(1),
+            fee_from_amount: false,
+        }
+    }
+
+    /// The amount the exchange is asked to withdraw so that the payee receives `amount`.
+    pub fn sent(&self, amount: Cents) -> Cents {
+        if self.fee_from_amount {
+            Cents(amount.0.saturating_add(self.fee.0))
+        } else {
+            amount
+        }
+    }
+
+    /// Why the exchange would refuse to pay `amount` on `network`, if it would: under its
+    /// minimum, or not a multiple of its step.
+    pub fn refusal(&self, amount: Cents, network: Network) -> Option<String> {
+        let sent = self.sent(amount);
+        let asked = if self.fee_from_amount {
+            format!(
+                "{} cents (with the exchange's fee of {} cents, which it takes out of what it sends)",
+                sent.0, self.fee.0
+            )
+        } else {
+            format!("{} cents", sent.0)
+        };
+        if sent.0 < self.minimum.0 {
+            return Some(format!(
+                "{asked} is below the exchange's minimum withdrawal of {} cents on {network}; cancel this payout or change the amount",
+                self.minimum.0
+            ));
+        }
+        if self.step.0 > 1 && sent.0 % self.step.0 != 0 {
+            return Some(format!(
+                "{asked} is not a multiple of the exchange's withdrawal step of {} cents on {network}; change the amount or cancel this payout",
+                self.step.0
+            ));
+        }
+        None
+    }
 }
 
 /// The prefix of a refusal because the fee sent is no longer the exchange's fee.
@@ -248,6 +306,14 @@ pub trait ExchangeProvider: Send + Sync {
     /// id by itself (the sandbox, by its index) is not given it, and a run does not read it.
     fn lookups_read_history(&self) -> bool {
         true
+    }
+
+    /// Whether the exchange *documents* that it refuses a second withdrawal under a client id
+    /// it already holds (cited in the provider's module). Only then is an unknown outcome
+    /// resent after `exchange.reconcile_grace_ms`; otherwise our own record is the only guard
+    /// and the slower rule applies (CONTRACT §7, "Resends depend on the exchange").
+    fn refuses_repeated_client_id(&self) -> bool {
+        false
     }
 
     async fn balances(&self) -> Result<Balances, ExchangeError>;

@@ -206,6 +206,14 @@ impl ExchangeProvider for SandboxProvider {
         false
     }
 
+    /// The sandbox is this service's own: a client id it already holds (the unique index of
+    /// `sandbox_withdrawals.client_id`) is answered with that withdrawal, never a second one
+    /// (see `decide` below), so an unknown outcome is resent after
+    /// `exchange.reconcile_grace_ms`.
+    fn refuses_repeated_client_id(&self) -> bool {
+        true
+    }
+
     async fn balances(&self) -> Result<Balances, ExchangeError> {
         let tx = self.db.begin_write().await?;
         lock_sandbox(&tx).await?;
@@ -227,10 +235,10 @@ impl ExchangeProvider for SandboxProvider {
     }
 
     async fn quote(&self, _network: Network) -> Result<Option<Quote>, ExchangeError> {
-        Ok(Some(Quote {
-            fee: Cents(self.settings.withdrawal_fee_usd_cents),
-            minimum: Cents(1),
-        }))
+        Ok(Some(Quote::on_top(
+            Cents(self.settings.withdrawal_fee_usd_cents),
+            Cents(1),
+        )))
     }
 
     async fn withdraw(

@@ -90,6 +90,7 @@ mod tests {
             stuck_since: None,
             send_count: 0,
             last_sent_at: None,
+            unfound_lookups: 0,
             created_at: now,
             updated_at: now,
         };

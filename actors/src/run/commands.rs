@@ -160,14 +160,8 @@ async fn confirm(
                 )),
                 Some(quote) => {
                     p.fee_usd_cents = quote.fee.0;
-                    if p.amount_usd_cents < quote.minimum.0 {
-                        errors.push((
-                            format!("payouts[{}].amount_usd_cents", p.id),
-                            format!(
-                                "{} cents is below the exchange's minimum withdrawal of {} cents on {}; cancel this payout or change the amount",
-                                p.amount_usd_cents, quote.minimum.0, e.network
-                            ),
-                        ));
+                    if let Some(why) = quote.refusal(Cents(p.amount_usd_cents), e.network) {
+                        errors.push((format!("payouts[{}].amount_usd_cents", p.id), why));
                     }
                 }
             }

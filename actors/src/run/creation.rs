@@ -247,6 +247,7 @@ fn new_payout(
         initiated_at: None,
         send_count: 0,
         last_sent_at: None,
+        unfound_lookups: 0,
         stuck_since: None,
         completed_at: None,
         created_at: now,

@@ -23,6 +23,9 @@ pub struct RunDeps {
     pub exchange_settings: ExchangeSettings,
     /// The provider's [`ExchangeProvider::lookups_read_history`](crate::exchange::ExchangeProvider::lookups_read_history).
     pub lookups_read_history: bool,
+    /// The provider's [`ExchangeProvider::refuses_repeated_client_id`](crate::exchange::ExchangeProvider::refuses_repeated_client_id):
+    /// which resend rule applies (CONTRACT §7).
+    pub client_ids_deduped: bool,
     pub test_run: TestRunSettings,
     /// This instance's id and lease duration.
     pub lease: LeaseSettings,

@@ -47,6 +47,9 @@ enum Change {
     /// Still unknown after every send allowed, or PROCESSING too long: reported, never sent
     /// again on its own.
     Stuck { why: String },
+    /// A look-up did not find it: `lookups` since its last send, counted where only our own
+    /// record guards against a second withdrawal.
+    Unfound { lookups: i32 },
 }
 
 /// What recording exchange answers leaves to do.
@@ -196,6 +199,17 @@ async fn apply_changes(
                 failed.push(p.id.clone());
                 events.push(payout_event("payout.failed", &p));
                 store::Settled::Failed
+            }
+            Change::Unfound { lookups } => {
+                // Sent again since the exchange was asked: the count starts over.
+                if let (Some(asked), Some(sent)) = (observed_at, p.last_sent_at)
+                    && sent > asked
+                {
+                    continue;
+                }
+                p.unfound_lookups = p.unfound_lookups.max(lookups);
+                changed.push((p, store::Settled::Unfound));
+                continue;
             }
             Change::Stuck { why } => {
                 if p.stuck_since.is_some() {
@@ -396,7 +410,7 @@ pub async fn apply_lookup(
     };
     let wanted = payout_ids(client_ids.iter());
     let decide = |payouts: &HashMap<String, payout::Model>, recorded: &mut Recorded| {
-        decide_lookup(deps, &statuses, &client_ids, payouts, recorded)
+        decide_lookup(deps, asked_at, &statuses, &client_ids, payouts, recorded)
     };
     // A withdrawal the exchange shows settled (completed, or failed) nearly always settles
     // its payout, so then the write transaction is taken at once. Otherwise the look-up is
@@ -432,16 +446,15 @@ pub async fn apply_lookup(
 /// to do: send, send again, watch. The exchange answered, so it was reached.
 fn decide_lookup(
     deps: &RunDeps,
+    asked_at: DateTime<Utc>,
     statuses: &HashMap<String, RemoteStatus>,
     client_ids: &[String],
     payouts: &HashMap<String, payout::Model>,
     recorded: &mut Recorded,
 ) -> Vec<(String, Change)> {
     recorded.reached = true;
-    let settings = &deps.exchange_settings;
-    let grace = Duration::milliseconds(settings.reconcile_grace_ms as i64);
-    // Sends are stamped by the database's clock: the grace is measured by it too.
-    let now: DateTime<Utc> = deps.db.clock_now();
+    let resends = deps.exchange_settings.resends(deps.client_ids_deduped);
+    let grace = Duration::milliseconds(resends.grace_ms as i64);
     let mut changes = Vec::new();
     for client_id in client_ids {
         let Some((payout_id, _)) = parse_client_id(client_id) else {
@@ -484,23 +497,30 @@ fn decide_lookup(
                     recorded.still_pending.push(client_id.clone());
                     continue;
                 }
-                match p.last_sent_at {
+                // Sends are stamped by the database's clock, and the exchange was asked at
+                // `asked_at` by it: the grace is measured from the one to the other.
+                let Some(last) = p.last_sent_at else {
                     // Committed, never sent: nothing can exist under it yet.
-                    None => recorded.send.push(request_of(p, client_id)),
-                    Some(last) if now - last < grace => {
-                        recorded.still_pending.push(client_id.clone())
+                    recorded.send.push(request_of(p, client_id));
+                    continue;
+                };
+                let unfound = p.unfound_lookups.saturating_add(1);
+                let past_grace = asked_at - last >= grace;
+                if !past_grace || unfound < resends.unfound_lookups {
+                    if resends.unfound_lookups > 1 && unfound <= resends.unfound_lookups {
+                        // Counted until enough look-ups have missed it.
+                        changes.push((client_id.clone(), Change::Unfound { lookups: unfound }));
                     }
-                    Some(_) if p.send_count < settings.max_sends as i32 => {
-                        recorded.resend.push(request_of(p, client_id))
-                    }
-                    Some(_) => {
-                        let why = format!(
-                            "the exchange still does not show it {} ms after the last of {} sends",
-                            settings.reconcile_grace_ms, p.send_count
-                        );
-                        changes.push((client_id.clone(), Change::Stuck { why }));
-                        recorded.still_pending.push(client_id.clone());
-                    }
+                    recorded.still_pending.push(client_id.clone());
+                } else if p.send_count < resends.max_sends as i32 {
+                    recorded.resend.push(request_of(p, client_id));
+                } else {
+                    let why = format!(
+                        "the exchange still does not show it {} ms after the last of {} sends",
+                        resends.grace_ms, p.send_count
+                    );
+                    changes.push((client_id.clone(), Change::Stuck { why }));
+                    recorded.still_pending.push(client_id.clone());
                 }
             }
             Verdict::Accepted { cex_id } => {

@@ -172,14 +172,17 @@ pub enum Settled {
     Failed,
     /// Marked stuck, status unchanged.
     Stuck,
+    /// One more look-up that did not find it, status unchanged.
+    Unfound,
 }
 
 impl Settled {
-    const ALL: [Settled; 4] = [
+    const ALL: [Settled; 5] = [
         Settled::Accepted,
         Settled::Completed,
         Settled::Failed,
         Settled::Stuck,
+        Settled::Unfound,
     ];
 
     /// The columns this change writes, besides the id.
@@ -204,6 +207,7 @@ impl Settled {
                 C::UpdatedAt,
             ],
             Settled::Stuck => &[C::StuckSince, C::UpdatedAt],
+            Settled::Unfound => &[C::UnfoundLookups],
         }
     }
 
@@ -236,6 +240,7 @@ impl Settled {
                 updated,
             ],
             Settled::Stuck => vec![id, stuck, updated],
+            Settled::Unfound => vec![id, Value::from(p.unfound_lookups)],
         }
     }
 }
@@ -275,6 +280,7 @@ pub async fn reset_sends<C: ConnectionTrait>(
     for chunk in payout_ids.chunks(IDS_PER_STATEMENT) {
         payout::Entity::update_many()
             .col_expr(payout::Column::SendCount, Expr::value(0))
+            .col_expr(payout::Column::UnfoundLookups, Expr::value(0))
             .col_expr(
                 payout::Column::LastSentAt,
                 Expr::value(Option::<DateTime<Utc>>::None),

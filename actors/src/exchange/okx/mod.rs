@@ -20,7 +20,7 @@ pub mod protocol;
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::Mutex,
     time::{Duration, Instant},
 };
 
@@ -37,7 +37,8 @@ use self::protocol::{
 };
 use super::{
     Balances, ExchangeError, ExchangeProvider, FEE_CHANGED, Quote, RemoteStatus, WithdrawalOutcome,
-    WithdrawalRequest, cut_exchange_text, rate_limit::gcra_take,
+    WithdrawalRequest, cut_exchange_text,
+    http::{Answer, EndpointLimiter, Wire, lock},
 };
 use crate::settings::OkxSettings;
 
@@ -49,50 +50,6 @@ const RATE_LIMIT_BACKOFF_MS: u64 = 1000;
 
 /// Fee quotes are read again after this long.
 const QUOTE_TTL: Duration = Duration::from_secs(60);
-
-/// Largest answer read from OKX.
-const MAX_ANSWER_BYTES: usize = 4 << 20;
-
-/// One limiter per endpoint: a bucket of 1 refilled 6 times a second, so no window of one
-/// second ever holds more than 6 requests (a larger burst could put burst + 5 into one).
-/// Kept in this process (the GCRA's theoretical arrival time, in microseconds since `start`):
-/// these limits are OKX's per API key, and one instance calls these endpoints at a time far
-/// below them except for withdrawals, which the shared withdrawal limit paces.
-struct EndpointLimiter {
-    start: Instant,
-    tat_us: Mutex<i64>,
-}
-
-impl EndpointLimiter {
-    fn new() -> EndpointLimiter {
-        EndpointLimiter {
-            start: Instant::now(),
-            tat_us: Mutex::new(0),
-        }
-    }
-
-    async fn acquire(&self) {
-        let per_second = i64::from(REQUESTS_PER_SECOND.max(1));
-        let interval_us = (1_000_000 + per_second - 1) / per_second;
-        loop {
-            let wait = {
-                let mut tat = match self.tat_us.lock() {
-                    Ok(guard) => guard,
-                    Err(poisoned) => poisoned.into_inner(),
-                };
-                let now_us = i64::try_from(self.start.elapsed().as_micros()).unwrap_or(i64::MAX);
-                let take = gcra_take(*tat, now_us, interval_us, 1, 1);
-                *tat = take.tat_us;
-                if take.granted == 1 {
-                    return;
-                }
-                Duration::from_micros(u64::try_from(take.wait_us).unwrap_or(0))
-                    .max(Duration::from_millis(1))
-            };
-            actix_rt::time::sleep(wait).await;
-        }
-    }
-}
 
 struct Limiters {
     balances: EndpointLimiter,
@@ -111,21 +68,13 @@ struct ChainQuote {
 
 pub struct OkxProvider {
     settings: OkxSettings,
-    base_url: String,
+    wire: Wire,
     chains: HashMap<Network, String>,
     deposit_network: Network,
-    tls: Option<Arc<rustls::ClientConfig>>,
     limiters: Limiters,
     quotes: Mutex<Option<(Instant, HashMap<String, ChainQuote>)>>,
     /// The deposit address, once read: it does not change.
     deposit_address: Mutex<Option<String>>,
-}
-
-/// One HTTP answer from OKX.
-struct Answer {
-    status: u16,
-    retry_after_ms: Option<u64>,
-    body: Vec<u8>,
 }
 
 impl OkxProvider {
@@ -141,16 +90,15 @@ impl OkxProvider {
             ));
         }
         Ok(OkxProvider {
-            base_url: settings.base_url.trim_end_matches('/').to_owned(),
-            tls: crate::tls::client_config().map(Arc::new),
+            wire: Wire::new(&settings.base_url, settings.timeout_ms),
             chains,
             deposit_network,
             limiters: Limiters {
-                balances: EndpointLimiter::new(),
-                deposit_address: EndpointLimiter::new(),
-                currencies: EndpointLimiter::new(),
-                withdrawal: EndpointLimiter::new(),
-                withdrawal_history: EndpointLimiter::new(),
+                balances: EndpointLimiter::new(REQUESTS_PER_SECOND),
+                deposit_address: EndpointLimiter::new(REQUESTS_PER_SECOND),
+                currencies: EndpointLimiter::new(REQUESTS_PER_SECOND),
+                withdrawal: EndpointLimiter::new(REQUESTS_PER_SECOND),
+                withdrawal_history: EndpointLimiter::new(REQUESTS_PER_SECOND),
             },
             quotes: Mutex::new(None),
             deposit_address: Mutex::new(None),
@@ -158,42 +106,9 @@ impl OkxProvider {
         })
     }
 
-    /// A client for one request. awc clients cannot be shared across threads, and OKX is
-    /// called a few times a second at most, so each request makes its own.
-    fn client(&self) -> awc::Client {
-        let timeout = Duration::from_millis(self.settings.timeout_ms.max(1));
-        let mut connector = awc::Connector::new().timeout(timeout);
-        if let Some(tls) = &self.tls {
-            connector = connector.rustls_0_23(tls.clone());
-        }
-        awc::Client::builder()
-            .connector(connector)
-            .disable_redirects()
-            .timeout(timeout)
-            .add_default_header(("user-agent", concat!("payroll/", env!("CARGO_PKG_VERSION"))))
-            .finish()
-    }
-
-    /// Sends one signed request; `Err` when no answer came (timeout, reset, refused). One
-    /// deadline (`timeout_ms`) covers the whole call, connect, head and body alike (CONTRACT
-    /// §7): an exchange that sends its answer a byte at a time holds nothing up beyond it.
+    /// Sends one signed request; `Err` when no whole answer came within `timeout_ms` (one
+    /// deadline for connect, head and body alike, CONTRACT §7).
     async fn call(
-        &self,
-        method: Method,
-        request_path: &str,
-        body: Option<String>,
-    ) -> Result<Answer, String> {
-        let deadline = Duration::from_millis(self.settings.timeout_ms.max(1));
-        match tokio::time::timeout(deadline, self.call_within(method, request_path, body)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(format!(
-                "no whole answer within {} ms",
-                deadline.as_millis()
-            )),
-        }
-    }
-
-    async fn call_within(
         &self,
         method: Method,
         request_path: &str,
@@ -208,38 +123,15 @@ impl OkxProvider {
             body.as_deref().unwrap_or(""),
         );
         let request = self
-            .client()
-            .request(method, format!("{}{request_path}", self.base_url))
+            .wire
+            .request(method, request_path)
             .insert_header(("OK-ACCESS-KEY", self.settings.api_key.as_str()))
             .insert_header(("OK-ACCESS-SIGN", signature))
             .insert_header(("OK-ACCESS-TIMESTAMP", timestamp))
             .insert_header(("OK-ACCESS-PASSPHRASE", self.settings.passphrase.as_str()));
-        let sent = match body {
-            Some(body) => {
-                request
-                    .insert_header(("Content-Type", "application/json"))
-                    .send_body(body)
-                    .await
-            }
-            None => request.send().await,
-        };
-        let mut response = sent.map_err(|e| e.to_string())?;
-        let retry_after_ms = response
-            .headers()
-            .get("retry-after")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(|seconds| seconds.saturating_mul(1000));
-        let body = response
-            .body()
-            .limit(MAX_ANSWER_BYTES)
+        self.wire
+            .send(request, body.map(|b| ("application/json", b)))
             .await
-            .map_err(|e| e.to_string())?;
-        Ok(Answer {
-            status: response.status().as_u16(),
-            retry_after_ms,
-            body: body.to_vec(),
-        })
     }
 
     /// A read: the envelope's data, or why there is none.
@@ -451,13 +343,6 @@ fn unavailable(request_path: &str, why: &str) -> ExchangeError {
     ExchangeError::Unavailable(format!("OKX {path}: {}", cut_exchange_text(why)))
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    match mutex.lock() {
-        Ok(guard) => guard,
-        Err(poisoned) => poisoned.into_inner(),
-    }
-}
-
 #[async_trait(?Send)]
 impl ExchangeProvider for OkxProvider {
     fn name(&self) -> &'static str {
@@ -501,10 +386,12 @@ impl ExchangeProvider for OkxProvider {
         let Some(chain) = self.chains.get(&network) else {
             return Ok(None);
         };
-        Ok(self.quotes().await?.get(chain).map(|q| Quote {
-            fee: q.fee,
-            minimum: q.min_withdrawal,
-        }))
+        // OKX charges its fee on top of `amt` (the `fee` field of the request).
+        Ok(self
+            .quotes()
+            .await?
+            .get(chain)
+            .map(|q| Quote::on_top(q.fee, q.min_withdrawal)))
     }
 
     async fn withdraw(

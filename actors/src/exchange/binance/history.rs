@@ -1,0 +1,270 @@
+//! Looking withdrawals up in Binance's withdrawal history: one id by `withdrawOrderId` (in
+//! windows of under 7 days, as Binance requires with it), or many at once by reading the whole
+//! history from before the oldest send (windows of under 90 days, pages of 1000 by `offset`),
+//! which costs a page per thousand withdrawals instead of a call per id. An id is reported
+//! unknown only when the history was read back past its send; anything less is looked up by
+//! id, since an id read as unknown may be sent again.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+use payroll_entities::Cents;
+
+use super::{
+    BinanceProvider,
+    protocol::{self, COIN, HistoryRecord, Rounding, StateClass},
+};
+use crate::exchange::{ExchangeError, RemoteStatus, Reported, cut_exchange_text, explorer_link};
+use awc::http::Method;
+
+/// Below this many ids, one call per id is cheaper than reading the history.
+const PAGE_FROM: usize = 4;
+/// Records per page (Binance's maximum).
+const PAGE_SIZE: usize = 1000;
+/// How far before the oldest send the history is read (clocks differ).
+const CLOCK_MARGIN_MS: i64 = 5 * 60 * 1000;
+/// A window with `withdrawOrderId`: under 7 days.
+const ID_WINDOW_MS: i64 = 7 * 24 * 3600 * 1000 - 60_000;
+/// A window without it: under 90 days.
+const BATCH_WINDOW_MS: i64 = 90 * 24 * 3600 * 1000 - 60_000;
+
+/// An amount as exact cents: one that is not whole cents (or not a number) is no amount we
+/// sent, and reads as -1 so that it never matches one.
+fn exact_cents(amount: &str) -> Option<Cents> {
+    let down = protocol::amount_to_cents(amount, Rounding::Down)?;
+    let up = protocol::amount_to_cents(amount, Rounding::Up)?;
+    (down == up).then_some(down)
+}
+
+/// `[from, to)` cut into windows of at most `width`, newest last.
+fn windows(from_ms: i64, to_ms: i64, width: i64) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let mut start = from_ms;
+    while start < to_ms {
+        let end = (start + width).min(to_ms);
+        out.push((start, end));
+        start = end;
+    }
+    out
+}
+
+impl BinanceProvider {
+    pub(super) async fn look_up(
+        &self,
+        client_ids: &[String],
+        sent_since: Option<DateTime<Utc>>,
+    ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
+        let mut out = HashMap::with_capacity(client_ids.len());
+        // Ours → Binance's form; an id with no Binance form was never sent.
+        let mut wanted: HashMap<String, String> = HashMap::new();
+        for id in client_ids {
+            match protocol::to_binance_id(id) {
+                Some(theirs) => {
+                    wanted.insert(theirs, id.clone());
+                }
+                None => {
+                    out.insert(id.clone(), RemoteStatus::Unknown);
+                }
+            }
+        }
+        // Binance's clock, as last read: its history is stamped by it.
+        let now_ms = Utc::now().timestamp_millis()
+            + self
+                .clock_offset_ms
+                .load(std::sync::atomic::Ordering::Relaxed)
+            + CLOCK_MARGIN_MS;
+        let floor_ms = sent_since.map(|s| s.timestamp_millis() - CLOCK_MARGIN_MS);
+        if let (true, Some(floor)) = (wanted.len() >= PAGE_FROM, floor_ms)
+            && self
+                .read_history(&mut wanted, &mut out, floor, now_ms)
+                .await?
+        {
+            for ours in wanted.into_values() {
+                out.insert(ours, RemoteStatus::Unknown);
+            }
+            return Ok(out);
+        }
+        for (theirs, ours) in wanted {
+            // Any failure fails the whole look-up: an id left out would read as unknown.
+            let status = self.lookup_one(&theirs, floor_ms, now_ms).await?;
+            out.insert(ours, status);
+        }
+        Ok(out)
+    }
+
+    /// Reads the whole history from `floor_ms` to `now_ms`, taking the records of `wanted` ids
+    /// out of it into `out`. Answers whether it was all read (what is left is then unknown to
+    /// Binance); a history too long to page is left to look-ups by id.
+    async fn read_history(
+        &self,
+        wanted: &mut HashMap<String, String>,
+        out: &mut HashMap<String, RemoteStatus>,
+        floor_ms: i64,
+        now_ms: i64,
+    ) -> Result<bool, ExchangeError> {
+        let mut pages_left = wanted.len() / PAGE_SIZE + 20;
+        for (start, end) in windows(floor_ms, now_ms, BATCH_WINDOW_MS) {
+            let mut offset = 0;
+            loop {
+                if wanted.is_empty() {
+                    return Ok(true);
+                }
+                if pages_left == 0 {
+                    return Ok(false);
+                }
+                pages_left -= 1;
+                let records: Vec<HistoryRecord> = self
+                    .read(
+                        &self.limiters.history,
+                        Method::GET,
+                        "/sapi/v1/capital/withdraw/history",
+                        &[
+                            ("coin", COIN.into()),
+                            ("startTime", start.to_string()),
+                            ("endTime", end.to_string()),
+                            ("offset", offset.to_string()),
+                            ("limit", PAGE_SIZE.to_string()),
+                        ],
+                    )
+                    .await?;
+                let full = records.len() >= PAGE_SIZE;
+                offset += records.len();
+                for record in records {
+                    if let Some(ours) = wanted.remove(&record.withdraw_order_id) {
+                        out.insert(ours, self.record_status(record));
+                    }
+                }
+                if !full {
+                    break;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Looks one id (Binance's form) up, window by window from the oldest.
+    async fn lookup_one(
+        &self,
+        order_id: &str,
+        floor_ms: Option<i64>,
+        now_ms: i64,
+    ) -> Result<RemoteStatus, ExchangeError> {
+        let ranges: Vec<Option<(i64, i64)>> = match floor_ms {
+            Some(floor) => windows(floor, now_ms, ID_WINDOW_MS)
+                .into_iter()
+                .map(Some)
+                .collect(),
+            // Never sent by our record: Binance's default, the last 7 days.
+            None => vec![None],
+        };
+        for range in ranges {
+            let mut params = vec![
+                ("coin", COIN.to_owned()),
+                ("withdrawOrderId", order_id.to_owned()),
+            ];
+            if let Some((start, end)) = range {
+                params.push(("startTime", start.to_string()));
+                params.push(("endTime", end.to_string()));
+            }
+            let records: Vec<HistoryRecord> = self
+                .read(
+                    &self.limiters.history,
+                    Method::GET,
+                    "/sapi/v1/capital/withdraw/history",
+                    &params,
+                )
+                .await?;
+            if let Some(record) = records
+                .into_iter()
+                .find(|r| r.withdraw_order_id == order_id)
+            {
+                return Ok(self.record_status(record));
+            }
+        }
+        Ok(RemoteStatus::Unknown)
+    }
+
+    fn record_status(&self, record: HistoryRecord) -> RemoteStatus {
+        let cex_id = cut_exchange_text(&record.id);
+        let network = self
+            .networks
+            .iter()
+            .find(|(_, name)| **name == record.network)
+            .map(|(network, _)| *network);
+        let missing: Vec<&'static str> = [
+            ("currency", &record.coin),
+            ("amount", &record.amount),
+            ("network", &record.network),
+            ("address", &record.address),
+        ]
+        .into_iter()
+        .filter(|(_, value)| value.is_empty())
+        .map(|(name, _)| name)
+        .collect();
+        // What the payee receives: what was asked for, less Binance's fee (none when it says
+        // none).
+        let received = (!record.amount.is_empty()).then(|| {
+            let fee = if record.transaction_fee.is_empty() {
+                Some(Cents::ZERO)
+            } else {
+                exact_cents(&record.transaction_fee)
+            };
+            match (exact_cents(&record.amount), fee) {
+                (Some(amount), Some(fee)) => Cents(amount.0 - fee.0),
+                _ => Cents(-1),
+            }
+        });
+        let reported = Reported {
+            missing,
+            currency: (!record.coin.is_empty()).then(|| record.coin.clone()),
+            amount: received,
+            network,
+            address: if !record.network.is_empty() && network.is_none() {
+                Some(format!(
+                    "{} on the unconfigured network {}",
+                    record.address, record.network
+                ))
+            } else {
+                (!record.address.is_empty()).then(|| record.address.clone())
+            },
+        };
+        match protocol::classify_status(record.status) {
+            StateClass::Pending => RemoteStatus::Pending { cex_id, reported },
+            StateClass::Success if record.tx_id.is_empty() => {
+                RemoteStatus::Pending { cex_id, reported }
+            }
+            StateClass::Success => RemoteStatus::Completed {
+                cex_id,
+                explorer_url: network.and_then(|n| explorer_link(n, &record.tx_id)),
+                tx_hash: cut_exchange_text(&record.tx_id),
+                reported,
+            },
+            StateClass::Failed => RemoteStatus::Failed {
+                cex_id,
+                reason: cut_exchange_text(&format!(
+                    "Binance withdrawal status {} ({}){}",
+                    record.status,
+                    protocol::describe_status(record.status),
+                    if record.info.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", record.info)
+                    }
+                )),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_cover_the_range_without_gaps() {
+        assert_eq!(windows(0, 10, 4), vec![(0, 4), (4, 8), (8, 10)]);
+        assert_eq!(windows(5, 5, 4), vec![]);
+        assert_eq!(exact_cents("12.340000"), Some(Cents(1234)));
+        assert_eq!(exact_cents("12.345"), None);
+    }
+}
