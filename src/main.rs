@@ -10,7 +10,7 @@ use clap::{CommandFactory, Parser};
 use payroll::{
     cli::{
         admin,
-        args::{AdminCommand, Cli, Command, SandboxCommand},
+        args::{AdminCommand, Cli, Command, ExchangeCommand, SandboxCommand},
         client::{Client, Failure},
         commands,
     },
@@ -132,6 +132,18 @@ fn server(cli: Cli) -> ExitCode {
                 let balance = admin::adjust_sandbox(&settings, &account, delta_usd_cents).await?;
                 println!("{}", serde_json::to_string_pretty(&balance)?);
                 Ok(())
+            }
+            Command::Admin(AdminCommand::Exchange(ExchangeCommand::Check)) => {
+                let (report, passed) = admin::check_exchange(&settings).await?;
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                if passed {
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!(
+                        "the exchange check failed: {}",
+                        report["failed"]
+                    ))
+                }
             }
             _ => Ok(()),
         }

@@ -93,3 +93,65 @@ pub async fn create_key(
     tx.commit().await?;
     Ok(ApiKeyResource::from_model(&model, time::now()).with_plaintext(plaintext))
 }
+
+/// Checks the configured exchange provider as an operator would before paying through it:
+/// credentials (a balance read), withdrawal permission where the exchange lets a key read
+/// it, the balance and deposit address, and each of our networks' terms. Answers the report
+/// and whether every check passed; only reads are made.
+pub async fn check_exchange(settings: &Settings) -> anyhow::Result<(serde_json::Value, bool)> {
+    let db = startup::connect_and_migrate(settings).await?;
+    let provider = startup::exchange_provider(settings, &db).await?;
+    let mut failed: Vec<String> = Vec::new();
+    let balance = match provider.balances().await {
+        Ok(b) => json!({"ok": true, "available_usd_cents": b.available.0,
+                        "deposit_address": b.deposit_address, "network": b.network}),
+        Err(err) => {
+            failed.push("credentials_and_balance".into());
+            json!({"ok": false, "error": err.to_string()})
+        }
+    };
+    let permission = match provider.may_withdraw().await {
+        Ok(Some(true)) => json!({"ok": true, "may_withdraw": true}),
+        Ok(Some(false)) => {
+            failed.push("withdrawal_permission".into());
+            json!({"ok": false, "may_withdraw": false,
+                   "hint": "enable withdrawals for this API key (Binance: with an IP access restriction)"})
+        }
+        Ok(None) => json!({"ok": true, "may_withdraw": null,
+                           "note": "this exchange does not let a key read its permissions; the first withdrawal tells"}),
+        Err(err) => {
+            failed.push("withdrawal_permission".into());
+            json!({"ok": false, "error": err.to_string()})
+        }
+    };
+    let mut networks = Vec::new();
+    for network in payroll_entities::Network::ALL {
+        networks.push(match provider.quote(*network).await {
+            Ok(Some(q)) => json!({"network": network, "can_withdraw": true,
+                                  "fee_usd_cents": q.fee.0, "minimum_usd_cents": q.minimum.0,
+                                  "step_usd_cents": q.step.0, "fee_taken_from_amount": q.fee_from_amount}),
+            Ok(None) => json!({"network": network, "can_withdraw": false}),
+            Err(err) => {
+                if !failed.iter().any(|f| f == "networks") {
+                    failed.push("networks".into());
+                }
+                json!({"network": network, "error": err.to_string()})
+            }
+        });
+    }
+    let passed = failed.is_empty();
+    let report = json!({
+        "provider": provider.name(),
+        "ok": passed,
+        "failed": failed,
+        "balance": balance,
+        "withdrawal_permission": permission,
+        "networks": networks,
+        "resends": if provider.refuses_repeated_client_id() {
+            "the exchange refuses a repeated client id: exchange.reconcile_grace_ms and exchange.max_sends apply"
+        } else {
+            "the exchange does not document refusing a repeated client id: exchange.resend_grace_without_dedupe_ms and exchange.max_sends_without_dedupe apply"
+        },
+    });
+    Ok((report, passed))
+}

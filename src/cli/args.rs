@@ -117,6 +117,20 @@ pub enum AdminCommand {
     /// The sandbox exchange (the embedded default provider).
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// The configured exchange provider (sandbox, okx or binance).
+    #[command(subcommand)]
+    Exchange(ExchangeCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ExchangeCommand {
+    /// Check the connection to the exchange: credentials, withdrawal permission (where the
+    /// exchange tells), balance and deposit address, and each network's terms (can withdraw,
+    /// fee, minimum). Prints JSON; exits 1 when a check failed.
+    #[command(
+        after_help = "Example:\n  PAYROLL__EXCHANGE__PROVIDER=binance payroll admin exchange check"
+    )]
+    Check,
 }
 
 #[derive(Debug, Subcommand)]

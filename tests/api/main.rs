@@ -3,6 +3,7 @@
 mod agents;
 mod audit;
 mod auth;
+mod binance;
 mod cli;
 mod crash;
 mod db_faults;

@@ -318,6 +318,12 @@ pub trait ExchangeProvider: Send + Sync {
 
     async fn balances(&self) -> Result<Balances, ExchangeError>;
 
+    /// Whether the key may withdraw, where the exchange lets a key read its own permissions
+    /// (`None` where it does not: only a withdrawal would tell).
+    async fn may_withdraw(&self) -> Result<Option<bool>, ExchangeError> {
+        Ok(None)
+    }
+
     /// The fee and minimum withdrawal on `network` now, or `None` when the exchange cannot
     /// withdraw to that network.
     async fn quote(&self, network: Network) -> Result<Option<Quote>, ExchangeError>;

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::{
     answer::{Done, answer_run, finish_request, refused, run_action},
+    deductions,
     deps::RunDeps,
     messages::{RunCommand, RunError},
     store::{self, Snapshot},
@@ -53,7 +54,7 @@ pub(super) async fn cancel(
         );
     }
     store::save_payouts(&*tx, &pending).await?;
-    let returned = store::return_deductions(&*tx, &run.id).await?;
+    let returned = deductions::return_deductions(&*tx, &run.id).await?;
     let released = holds::release_run(&*tx, &run.id, Release::Cancelled).await?;
     after.status = next;
     after.cancelled_at = Some(now);
@@ -118,7 +119,7 @@ pub(super) async fn cancel_payout(
     let returned_deduction = std::mem::take(&mut p.test_run_deduction_usd_cents);
     store::save_payouts(&*tx, std::slice::from_ref(&p)).await?;
     if returned_deduction > 0 {
-        store::credit_deduction(&*tx, &p.employee_id, returned_deduction).await?;
+        deductions::credit_deduction(&*tx, &p.employee_id, returned_deduction).await?;
     }
     holds::release(&*tx, &[(p.id.clone(), p.attempt)], Release::Cancelled).await?;
     let mut events = vec![payout_event("payout.cancelled", &p)];
@@ -138,7 +139,7 @@ pub(super) async fn cancel_payout(
         after.status = next;
         after.cancelled_at = Some(time::now());
         after.cancel_reason = Some("every payout was cancelled".into());
-        store::return_deductions(&*tx, &run.id).await?;
+        deductions::return_deductions(&*tx, &run.id).await?;
         holds::release_run(&*tx, &run.id, Release::Cancelled).await?;
         events.push(run_event("payroll.run.cancelled", &after, job.as_ref()));
     }

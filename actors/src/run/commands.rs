@@ -14,6 +14,7 @@ pub use super::answer::Done;
 use super::{
     answer::{answer_run, finish_request, refused, run_action},
     cancellation::{cancel, cancel_payout},
+    deductions,
     deps::RunDeps,
     funds::{self, funds_transaction},
     messages::{RunCommand, RunError, RunRequest},
@@ -135,7 +136,7 @@ async fn confirm(
                 && amount - e.test_deduction_balance_usd_cents >= 1
                 // Taken atomically: a test payout completing meanwhile adds to the balance and
                 // keeps its addition; a balance another run took first is not taken twice.
-                && store::take_deduction(&*tx, &e.id, e.test_deduction_balance_usd_cents).await?
+                && deductions::take_deduction(&*tx, &e.id, e.test_deduction_balance_usd_cents).await?
             {
                 deduction = e.test_deduction_balance_usd_cents;
                 e.test_deduction_balance_usd_cents = 0;

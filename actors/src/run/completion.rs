@@ -7,6 +7,7 @@ use payroll_entities::{JobStatus, PayoutStatus, RunStatus, payout, time};
 use serde_json::json;
 
 use super::{
+    deductions,
     deps::RunDeps,
     messages::RunError,
     store::{self, Snapshot},
@@ -116,7 +117,7 @@ pub async fn finish_if_done(
     after.completed_at = Some(now);
     // Deductions taken by payouts that failed go back now the run has ended.
     let returned = if next == RunStatus::Failed {
-        store::return_failed_deductions(&*tx, &run.id).await?
+        deductions::return_failed_deductions(&*tx, &run.id).await?
     } else {
         0
     };
@@ -135,7 +136,7 @@ pub async fn finish_if_done(
         let paid =
             store::completed_of_job(&*tx, &run.id, job.as_ref().map(|j| j.id.clone())).await?;
         for (employee_id, amount) in &paid {
-            store::credit_deduction(&*tx, employee_id, *amount).await?;
+            deductions::credit_deduction(&*tx, employee_id, *amount).await?;
             credited += amount;
         }
     }

@@ -10,6 +10,7 @@ mod cancellation;
 pub mod commands;
 pub mod completion;
 pub mod creation;
+pub mod deductions;
 pub mod deps;
 pub mod funds;
 pub mod lease;

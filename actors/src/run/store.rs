@@ -10,7 +10,7 @@ use payroll_entities::{
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait,
     IntoActiveModel, QueryFilter, QueryOrder, QuerySelect, Statement,
-    sea_query::{Expr, ExprTrait as _, OnConflict, Query},
+    sea_query::{Expr, OnConflict, Query},
 };
 
 use super::messages::RunError;
@@ -408,107 +408,6 @@ pub async fn insert_job<C: ConnectionTrait>(conn: &C, job: &job::Model) -> Resul
         .exec_without_returning(conn)
         .await?;
     Ok(())
-}
-
-/// Adds `amount` to an employee's test-run deduction balance (negative amounts are not used:
-/// a deduction is taken by [`take_deduction`]).
-pub async fn credit_deduction<C: ConnectionTrait>(
-    conn: &C,
-    employee_id: &str,
-    amount: i64,
-) -> Result<(), RunError> {
-    employee::Entity::update_many()
-        .col_expr(
-            employee::Column::TestDeductionBalanceUsdCents,
-            Expr::col(employee::Column::TestDeductionBalanceUsdCents).add(amount),
-        )
-        .filter(employee::Column::Id.eq(employee_id))
-        .exec(conn)
-        .await?;
-    Ok(())
-}
-
-/// Takes `amount` off an employee's test-run deduction balance in one statement, only if the
-/// balance still holds it; answers whether it was taken. What a completing test payout adds
-/// meanwhile stays on the balance.
-pub async fn take_deduction<C: ConnectionTrait>(
-    conn: &C,
-    employee_id: &str,
-    amount: i64,
-) -> Result<bool, RunError> {
-    let taken = employee::Entity::update_many()
-        .col_expr(
-            employee::Column::TestDeductionBalanceUsdCents,
-            Expr::col(employee::Column::TestDeductionBalanceUsdCents).sub(amount),
-        )
-        .filter(employee::Column::Id.eq(employee_id))
-        .filter(employee::Column::TestDeductionBalanceUsdCents.gte(amount))
-        .exec(conn)
-        .await?;
-    Ok(taken.rows_affected == 1)
-}
-
-/// Gives back the test-run deductions of this run's FAILED payouts (the run has ended): each
-/// payout's amount becomes its whole amount again, so a retry pays it in full, and the
-/// employee's balance waits for a later run. Answers the sum given back.
-pub async fn return_failed_deductions<C: ConnectionTrait>(
-    conn: &C,
-    run_id: &str,
-) -> Result<i64, RunError> {
-    let taken: Vec<(String, String, i64)> = payout::Entity::find()
-        .select_only()
-        .column(payout::Column::Id)
-        .column(payout::Column::EmployeeId)
-        .column(payout::Column::TestRunDeductionUsdCents)
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(PayoutStatus::Failed))
-        .filter(payout::Column::TestRunDeductionUsdCents.gt(0))
-        .into_tuple()
-        .all(conn)
-        .await?;
-    for (_, employee_id, amount) in &taken {
-        credit_deduction(conn, employee_id, *amount).await?;
-    }
-    for chunk in taken.chunks(IDS_PER_STATEMENT) {
-        payout::Entity::update_many()
-            .col_expr(
-                payout::Column::AmountUsdCents,
-                Expr::col(payout::Column::AmountUsdCents)
-                    .add(Expr::col(payout::Column::TestRunDeductionUsdCents)),
-            )
-            .col_expr(payout::Column::TestRunDeductionUsdCents, Expr::value(0i64))
-            .filter(payout::Column::Id.is_in(chunk.iter().map(|(id, _, _)| id.clone())))
-            .exec(conn)
-            .await?;
-    }
-    Ok(taken.iter().map(|(_, _, a)| a).sum())
-}
-
-/// Gives test-run deductions taken by this run's payouts back to their employees.
-pub async fn return_deductions<C: ConnectionTrait>(
-    conn: &C,
-    run_id: &str,
-) -> Result<i64, RunError> {
-    let taken: Vec<(String, i64)> = payout::Entity::find()
-        .select_only()
-        .column(payout::Column::EmployeeId)
-        .column(payout::Column::TestRunDeductionUsdCents)
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::TestRunDeductionUsdCents.gt(0))
-        .into_tuple()
-        .all(conn)
-        .await?;
-    for (employee_id, amount) in &taken {
-        credit_deduction(conn, employee_id, *amount).await?;
-    }
-    // Given back once: the payouts no longer hold them.
-    payout::Entity::update_many()
-        .col_expr(payout::Column::TestRunDeductionUsdCents, Expr::value(0i64))
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::TestRunDeductionUsdCents.gt(0))
-        .exec(conn)
-        .await?;
-    Ok(taken.iter().map(|(_, a)| a).sum())
 }
 
 /// (employee, amount) of the payouts of `job_id` that completed.

@@ -86,6 +86,7 @@ impl Respond for Responder {
         let mut account = self.account.lock();
         let path = request.url.path().to_owned();
         if path == "/api/v3/time" {
+            account.time_requests += 1;
             return ok(json!({"serverTime": account.clock_ms()}));
         }
         if account.banned_until_ms > now_ms() {
@@ -138,6 +139,10 @@ impl Respond for Responder {
                     // More decimals than cents: the provider rounds down.
                     {"asset": "USDC", "free": format!("{}9999", amount_of(account.balance)), "locked": "0.00000000"},
                 ],
+            })),
+            ("GET", "/sapi/v1/account/apiRestrictions") => ok(json!({
+                "ipRestrict": true, "createTime": 1_698_645_219_000_i64, "enableReading": true,
+                "enableWithdrawals": !account.credentials_refused, "enableSpotAndMarginTrading": false,
             })),
             ("POST", "/sapi/v1/asset/get-funding-asset") => ok(json!([
                 {"asset": "USDC", "free": amount_of(account.balance), "locked": "0", "freeze": "0", "withdrawing": "0"}

@@ -12,7 +12,7 @@ pub(crate) mod binance;
 pub(crate) mod model;
 pub(crate) mod okx;
 pub(crate) mod proxy;
-mod scenarios;
+pub(crate) mod scenarios;
 
 use std::collections::HashMap;
 

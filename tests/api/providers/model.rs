@@ -95,6 +95,8 @@ pub(crate) struct Account {
     pub(crate) bad_signatures: Vec<String>,
     /// History requests received.
     pub(crate) history_requests: u32,
+    /// Reads of the exchange's clock.
+    pub(crate) time_requests: u32,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -152,6 +154,7 @@ impl Account {
             banned_until_ms: 0,
             bad_signatures: Vec::new(),
             history_requests: 0,
+            time_requests: 0,
         }
     }
 

@@ -38,7 +38,7 @@ const QUICK_ENV: &[(&str, &str)] = &[
     ("PAYROLL__EXCHANGE__MAX_SENDS_WITHOUT_DEDUPE", "3"),
 ];
 
-async fn app(stand_in: &impl StandIn) -> TestApp {
+pub(crate) async fn app(stand_in: &impl StandIn) -> TestApp {
     spawn_app_with(|s| {
         stand_in.configure(s);
         quick(s);
@@ -47,7 +47,7 @@ async fn app(stand_in: &impl StandIn) -> TestApp {
 }
 
 /// `n` employees on `network`, paid 1000, 1100, … cents.
-async fn employees(app: &TestApp, prefix: &str, n: usize, network: &str) {
+pub(crate) async fn employees(app: &TestApp, prefix: &str, n: usize, network: &str) {
     for i in 0..n {
         let email = format!("{prefix}{i}@example.com");
         let res = app
@@ -63,12 +63,12 @@ async fn employees(app: &TestApp, prefix: &str, n: usize, network: &str) {
 
 const PERIOD: &str = r#"{"period_start": "2026-03-01", "period_end": "2026-03-31"}"#;
 
-fn period() -> Value {
+pub(crate) fn period() -> Value {
     serde_json::from_str(PERIOD).expect("period")
 }
 
 /// A run of `n` payees on BASE, confirmed, funded and executed; its id.
-async fn executed(app: &TestApp, n: usize) -> String {
+pub(crate) async fn executed(app: &TestApp, n: usize) -> String {
     employees(app, "payee", n, "BASE").await;
     let run_id = app.deposited_run(period()).await;
     let res = app
@@ -87,7 +87,7 @@ async fn payouts(app: &TestApp, run_id: &str) -> Vec<Value> {
 }
 
 /// Waits (syncing) until the run is COMPLETED or FAILED; answers its payouts.
-async fn ended(app: &TestApp, run_id: &str, seconds: u64) -> (String, Vec<Value>) {
+pub(crate) async fn ended(app: &TestApp, run_id: &str, seconds: u64) -> (String, Vec<Value>) {
     let run = app
         .wait_for_run(run_id, seconds, |r| {
             r["status"] == "COMPLETED" || r["status"] == "FAILED"
@@ -99,7 +99,7 @@ async fn ended(app: &TestApp, run_id: &str, seconds: u64) -> (String, Vec<Value>
 
 /// Every COMPLETED payout withdrawn exactly once, for its amount as the payee receives it, to
 /// its wallet; every FAILED one never.
-async fn assert_paid_once(stand_in: &impl StandIn, app: &TestApp, payouts: &[Value]) {
+pub(crate) async fn assert_paid_once(stand_in: &impl StandIn, app: &TestApp, payouts: &[Value]) {
     let made = made_by_client_id(stand_in, &app.db().await).await;
     check_paid_once(&made, payouts);
     if let Some(account) = stand_in.account() {

@@ -16,7 +16,9 @@
 //!   time window ("less than 90 days"), `limit` at most 1000, paged by `offset`; "Request
 //!   limit: 10 requests per second"
 //!   (<https://developers.binance.com/docs/wallet/capital/withdraw-history>);
-//! - `GET /api/v3/time`: Binance's clock, read again when a timestamp is refused (-1021).
+//! - `GET /api/v3/time`: Binance's clock, read again when a timestamp is refused (-1021);
+//! - `GET /sapi/v1/account/apiRestrictions`: whether the key may withdraw (`payroll admin
+//!   exchange check`).
 //!
 //! What Binance documents, and what this provider does with it:
 //! - **`withdrawOrderId` is a look-up key, not a guard.** The withdraw page describes it only
@@ -53,6 +55,7 @@
 //! Binance cannot pull money from the treasury wallet, so treasury transfers answer
 //! [`ExchangeError::TransferUnsupported`] with the deposit address.
 
+mod answers;
 mod history;
 pub mod protocol;
 
@@ -71,7 +74,12 @@ use chrono::{DateTime, Utc};
 use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
 use serde::de::DeserializeOwned;
 
-use self::protocol::{COIN, CodeClass, Rounding};
+use self::{
+    answers::{
+        BAN_BACKOFF_MS, RATE_LIMIT_BACKOFF_MS, describe, error_code, step_cents, withdrawal_outcome,
+    },
+    protocol::{COIN, CodeClass, Rounding},
+};
 use super::{
     Balances, ExchangeError, ExchangeProvider, FEE_CHANGED, Quote, RemoteStatus, WithdrawalOutcome,
     WithdrawalRequest, cut_exchange_text,
@@ -85,10 +93,6 @@ pub const WITHDRAWALS_PER_SECOND: u32 = 3;
 const HISTORY_PER_SECOND: u32 = 10;
 /// Other reads a second: far under their IP weight.
 const READS_PER_SECOND: u32 = 10;
-/// How long after a 429 without `Retry-After` nothing is sent.
-const RATE_LIMIT_BACKOFF_MS: u64 = 1000;
-/// How long after a 418 without `Retry-After` nothing is sent (Binance's shortest ban).
-const BAN_BACKOFF_MS: u64 = 120_000;
 /// Fee quotes for confirm are read again after this long…
 const QUOTE_TTL: Duration = Duration::from_secs(60);
 /// …and read again for each batch of sends (a fee fixed at confirm is checked against the
@@ -492,88 +496,6 @@ impl BinanceProvider {
     }
 }
 
-/// The step of a `withdrawIntegerMultiple` in cents: any amount of whole cents when a cent is
-/// a multiple of it (or none is given), whole multiples of it when it is whole cents; `None`
-/// otherwise (no amount of cents could be sure to fit).
-fn step_cents(multiple: &str) -> Option<Cents> {
-    if multiple.is_empty() {
-        return Some(Cents(1));
-    }
-    // In millionths of a dollar: exact for up to six decimals, as Binance quotes them.
-    let down = protocol::amount_to_cents(multiple, Rounding::Down)?;
-    let fraction = multiple.split_once('.').map_or("", |(_, f)| f);
-    if fraction.len() > 6 {
-        return None;
-    }
-    let micro_rest: i64 = if fraction.len() > 2 {
-        format!("{:0<4}", &fraction[2..]).parse().ok()?
-    } else {
-        0
-    };
-    let micro = down.0.checked_mul(10_000)?.checked_add(micro_rest)?;
-    match micro {
-        0 => Some(Cents(1)),
-        m if 10_000 % m == 0 => Some(Cents(1)),
-        m if m % 10_000 == 0 => Some(Cents(m / 10_000)),
-        _ => None,
-    }
-}
-
-/// The error code of an answer, if it carries one.
-fn error_code(answer: &Answer) -> Option<i64> {
-    serde_json::from_slice::<protocol::ErrorBody>(&answer.body)
-        .ok()
-        .map(|e| e.code)
-}
-
-/// An answer as text for reasons and logs, cut to 500 characters.
-fn describe(answer: &Answer) -> String {
-    cut_exchange_text(
-        &match serde_json::from_slice::<protocol::ErrorBody>(&answer.body) {
-            Ok(e) => format!("HTTP {}, Binance code {}: {}", answer.status, e.code, e.msg),
-            Err(_) => format!(
-                "HTTP {}: {}",
-                answer.status,
-                String::from_utf8_lossy(&answer.body)
-            ),
-        },
-    )
-}
-
-/// What Binance's answer to a withdrawal means.
-fn withdrawal_outcome(answer: &Answer) -> WithdrawalOutcome {
-    if (200..300).contains(&answer.status) {
-        return match serde_json::from_slice::<protocol::WithdrawAck>(&answer.body) {
-            Ok(ack) if !ack.id.is_empty() => WithdrawalOutcome::Accepted {
-                cex_id: cut_exchange_text(&ack.id),
-            },
-            _ => WithdrawalOutcome::Ambiguous {
-                reason: format!(
-                    "Binance answered success without a withdrawal id: {}",
-                    describe(answer)
-                ),
-            },
-        };
-    }
-    let message = describe(answer);
-    match protocol::classify_answer(answer.status, error_code(answer)) {
-        CodeClass::RateLimited => WithdrawalOutcome::RateLimited {
-            retry_after_ms: answer.retry_after_ms.unwrap_or(if answer.status == 418 {
-                BAN_BACKOFF_MS
-            } else {
-                RATE_LIMIT_BACKOFF_MS
-            }),
-        },
-        // Refused twice as outside recvWindow, the second time after the clock was read:
-        // nothing was done either time.
-        CodeClass::Timestamp | CodeClass::Rejected => {
-            WithdrawalOutcome::Rejected { reason: message }
-        }
-        CodeClass::Ambiguous => WithdrawalOutcome::Ambiguous { reason: message },
-        CodeClass::Credentials => WithdrawalOutcome::CredentialsRefused { reason: message },
-    }
-}
-
 fn unavailable(path: &str, why: &str) -> ExchangeError {
     ExchangeError::Unavailable(format!("Binance {path}: {}", cut_exchange_text(why)))
 }
@@ -618,6 +540,20 @@ impl ExchangeProvider for BinanceProvider {
             network: self.deposit_network,
             treasury: None,
         })
+    }
+
+    async fn may_withdraw(&self) -> Result<Option<bool>, ExchangeError> {
+        let restrictions: protocol::ApiRestrictions = self
+            .read(
+                &self.limiters.reads,
+                Method::GET,
+                "/sapi/v1/account/apiRestrictions",
+                &[],
+            )
+            .await?;
+        Ok(Some(
+            restrictions.enable_withdrawals && restrictions.ip_restrict,
+        ))
     }
 
     async fn quote(&self, network: Network) -> Result<Option<Quote>, ExchangeError> {
@@ -702,82 +638,6 @@ impl ExchangeProvider for BinanceProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn answer(status: u16, body: &str) -> Answer {
-        Answer {
-            status,
-            retry_after_ms: None,
-            body: body.as_bytes().to_vec(),
-        }
-    }
-
-    #[test]
-    fn withdrawal_answers_map_to_outcomes() {
-        assert_eq!(
-            withdrawal_outcome(&answer(200, r#"{"id":"7213fea8e94b4a5593d507237e5a555b"}"#)),
-            WithdrawalOutcome::Accepted {
-                cex_id: "7213fea8e94b4a5593d507237e5a555b".into()
-            }
-        );
-        assert!(matches!(
-            withdrawal_outcome(&answer(200, "{}")),
-            WithdrawalOutcome::Ambiguous { .. }
-        ));
-        assert!(matches!(
-            withdrawal_outcome(&answer(400, r#"{"code":-4035,"msg":"This address is not on the whitelist. Please join and try again."}"#)),
-            WithdrawalOutcome::Rejected { reason } if reason.contains("-4035") && reason.contains("whitelist")
-        ));
-        assert!(matches!(
-            withdrawal_outcome(&answer(
-                401,
-                r#"{"code":-2015,"msg":"Invalid API-key, IP, or permissions for action."}"#
-            )),
-            WithdrawalOutcome::CredentialsRefused { .. }
-        ));
-        assert_eq!(
-            withdrawal_outcome(&Answer {
-                status: 418,
-                retry_after_ms: Some(30_000),
-                body: br#"{"code":-1003,"msg":"Way too much request weight used; IP banned"}"#
-                    .to_vec()
-            }),
-            WithdrawalOutcome::RateLimited {
-                retry_after_ms: 30_000
-            }
-        );
-        for (status, body) in [
-            (500, "Internal Server Error"),
-            (
-                503,
-                r#"{"code":-1001,"msg":"Internal error; unable to process your request."}"#,
-            ),
-            (504, "<html>gateway</html>"),
-            (
-                400,
-                r#"{"code":-1007,"msg":"Timeout waiting for response from backend server."}"#,
-            ),
-        ] {
-            assert!(
-                matches!(
-                    withdrawal_outcome(&answer(status, body)),
-                    WithdrawalOutcome::Ambiguous { .. }
-                ),
-                "{status} {body}"
-            );
-        }
-    }
-
-    #[test]
-    fn steps_are_whole_cents_or_nothing() {
-        assert_eq!(step_cents(""), Some(Cents(1)));
-        assert_eq!(step_cents("0"), Some(Cents(1)));
-        assert_eq!(step_cents("0.000001"), Some(Cents(1)));
-        assert_eq!(step_cents("0.01"), Some(Cents(1)));
-        assert_eq!(step_cents("0.1"), Some(Cents(10)));
-        assert_eq!(step_cents("1"), Some(Cents(100)));
-        assert_eq!(step_cents("0.003"), None);
-        assert_eq!(step_cents("0.015"), None);
-    }
 
     #[test]
     fn settings_debug_never_shows_the_credentials() {

@@ -176,6 +176,17 @@ pub struct AssetBalance {
     pub free: String,
 }
 
+/// `GET /sapi/v1/account/apiRestrictions`: what the key may do. "You must apply the IP Access
+/// Restriction filter in order to enable withdrawals."
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiRestrictions {
+    #[serde(default)]
+    pub enable_withdrawals: bool,
+    #[serde(default)]
+    pub ip_restrict: bool,
+}
+
 /// `GET /api/v3/account`.
 #[derive(Debug, Deserialize)]
 pub struct SpotAccount {
