@@ -650,19 +650,30 @@ pub async fn exchange_provider(
     settings: &Settings,
     db: &Db,
 ) -> anyhow::Result<Arc<dyn ExchangeProvider>> {
+    if let Some(provider) = remote_exchange_provider(settings)? {
+        return Ok(provider);
+    }
+    Ok(Arc::new(
+        SandboxProvider::open(db.clone(), settings.exchange.sandbox.clone())
+            .await
+            .context("the sandbox exchange could not be opened")?,
+    ))
+}
+
+/// The provider the settings name when it is a real exchange's (OKX, Binance), which needs no
+/// database; `None` for the sandbox.
+pub fn remote_exchange_provider(
+    settings: &Settings,
+) -> anyhow::Result<Option<Arc<dyn ExchangeProvider>>> {
     Ok(match settings.exchange.provider.as_str() {
-        "okx" => Arc::new(
+        "okx" => Some(Arc::new(
             OkxProvider::new(settings.exchange.okx.clone())
                 .map_err(|why| anyhow::anyhow!("exchange.okx: {why}"))?,
-        ),
-        "binance" => Arc::new(
+        )),
+        "binance" => Some(Arc::new(
             BinanceProvider::new(settings.exchange.binance.clone())
                 .map_err(|why| anyhow::anyhow!("exchange.binance: {why}"))?,
-        ),
-        _ => Arc::new(
-            SandboxProvider::open(db.clone(), settings.exchange.sandbox.clone())
-                .await
-                .context("the sandbox exchange could not be opened")?,
-        ),
+        )),
+        _ => None,
     })
 }

@@ -25,7 +25,7 @@ pub struct RunsSettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExchangeSettings {
-    /// `sandbox` (the embedded exchange) or `okx` (OKX v5 REST).
+    /// `sandbox` (the embedded exchange), `okx` (OKX v5 REST) or `binance` (Binance REST).
     pub provider: String,
     /// Withdrawals per second, 0 for no limit; bursts of `burst`.
     pub withdrawals_per_second: u32,

@@ -33,7 +33,7 @@ pub const NOTE_MAX: usize = 1000;
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ExchangeAccount {
-    /// `sandbox` or `okx`.
+    /// `sandbox`, `okx` or `binance`.
     pub provider: &'static str,
     pub connected: bool,
     pub stablecoin: Stablecoin,
@@ -57,7 +57,7 @@ pub struct TreasuryWalletResource {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TreasuryBalance {
     pub exchange: ExchangeAccount,
-    /// Null where the provider has no treasury wallet (okx).
+    /// Null where the provider has no treasury wallet (okx, binance).
     pub treasury_wallet: Option<TreasuryWalletResource>,
     pub fetched_at: Timestamp,
 }
@@ -160,7 +160,7 @@ fn transfer_id(req: &ApiRequest) -> String {
 /// Moves money: to_exchange (default) funds runs; to_treasury takes unreserved funds back.
 #[utoipa::path(post, path = "/treasury/transfers", operation_id = "createTreasuryTransfer", tag = "treasury",
     request_body = CreateTransferRequest,
-    responses((status = 201, description = "The transfer (COMPLETED at once on the sandbox unless exchange.sandbox.transfer_delay_ms). A provider that cannot move treasury funds (okx) answers 409 TREASURY_TRANSFER_UNSUPPORTED with `deposit_address` and `network` in the error details", body = TransferResource)))]
+    responses((status = 201, description = "The transfer (COMPLETED at once on the sandbox unless exchange.sandbox.transfer_delay_ms). A provider that cannot move treasury funds (okx, binance) answers 409 TREASURY_TRANSFER_UNSUPPORTED with `deposit_address` and `network` in the error details", body = TransferResource)))]
 #[tracing::instrument(skip_all)]
 pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> {
     let (body, mut errors) = req.json_partial::<CreateTransferRequest>()?;
@@ -258,7 +258,9 @@ pub async fn create_transfer(req: ApiRequest) -> Result<HttpResponse, ApiError> 
             )
             .detail("deposit_address", deposit_address)
             .detail("network", network.as_str()),
-            ExchangeError::Unavailable(reason) => exchange_failed(&req, &reason),
+            ExchangeError::Unavailable(reason) | ExchangeError::Paused(reason) => {
+                exchange_failed(&req, &reason)
+            }
             ExchangeError::Database(fault, cause) => {
                 tracing::warn!(fault = fault.as_str(), error = %cause, "transfer not carried out: database fault");
                 ApiError::database(fault)

@@ -266,6 +266,10 @@ pub struct TreasuryWallet {
 pub enum ExchangeError {
     #[error("exchange unavailable: {0}")]
     Unavailable(String),
+    /// The exchange asked us to wait (its rate limit, an IP ban) and nothing is sent until then:
+    /// it was reached, so this never counts toward `exchange.unreachable_fail_ms`.
+    #[error("the exchange asked us to wait: {0}")]
+    Paused(String),
     /// Our own database failed (the sandbox keeps its account there, the holds ledger is
     /// there): an infrastructure fault of ours, not the exchange's.
     #[error("database {fault}: {cause}", fault = .0.as_str(), cause = .1)]

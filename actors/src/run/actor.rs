@@ -537,6 +537,7 @@ impl Handler<RunRequest> for RunActor {
                                         | RunError::Database(..)
                                         | RunError::Unavailable(_)
                                         | RunError::Exchange(_)
+                                        | RunError::ExchangePaused(_)
                                 )
                             {
                                 act.fail(ctx, err.clone());

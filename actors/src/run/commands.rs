@@ -495,6 +495,10 @@ async fn retry(
             Some(quote) => {
                 fee_change += quote.fee.0 - p.fee_usd_cents;
                 p.fee_usd_cents = quote.fee.0;
+                // The exchange's minimum and step, as at confirm: the fee may have moved.
+                if let Some(why) = quote.refusal(Cents(p.amount_usd_cents), p.network) {
+                    unpayable.push((format!("payouts[{}].amount_usd_cents", p.id), why));
+                }
             }
             None => unpayable.push((
                 format!("payouts[{}].network", p.id),

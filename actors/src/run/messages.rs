@@ -163,6 +163,9 @@ pub enum RunError {
     Invalid(Vec<(String, String)>),
     #[error("exchange unavailable: {0}")]
     Exchange(String),
+    /// The exchange asked us to wait (rate limit, ban): reached, but nothing is done now.
+    #[error("{0}")]
+    ExchangePaused(String),
     #[error("the run changed while the request ran")]
     Stale,
     #[error("the run is not available now: {0}")]
@@ -195,6 +198,9 @@ impl From<crate::exchange::ExchangeError> for RunError {
         match err {
             crate::exchange::ExchangeError::Database(fault, cause) => {
                 RunError::Database(fault, cause)
+            }
+            paused @ crate::exchange::ExchangeError::Paused(_) => {
+                RunError::ExchangePaused(paused.to_string())
             }
             other => RunError::Exchange(other.to_string()),
         }

@@ -155,7 +155,9 @@ pub fn run_error(req: &ApiRequest, run_id: &str, err: RunError) -> ApiError {
                 .map(|(field, message)| crate::http::error::FieldError::new(field, message))
                 .collect(),
         ),
-        RunError::Exchange(reason) => exchange_failed(req, &reason),
+        RunError::Exchange(reason) | RunError::ExchangePaused(reason) => {
+            exchange_failed(req, &reason)
+        }
         RunError::Stale | RunError::Unavailable(_) => {
             tracing::warn!(run_id, error = %err, "run command not carried out");
             let mut err = ApiError::unavailable("The run is being reloaded; nothing was changed.")

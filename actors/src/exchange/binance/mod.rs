@@ -43,7 +43,8 @@
 //!   to its documented 10 requests a second; other reads to 10 a second. A 429 or 418 (an IP
 //!   ban, "from 2 minutes to 3 days") stops every request of this provider until its
 //!   `Retry-After` has passed: withdrawals answer "rate limited" (nothing was sent, the job
-//!   waits), reads fail as unavailable.
+//!   waits), reads answer [`ExchangeError::Paused`] (the exchange was reached: a run looks its
+//!   withdrawals up again later and its job never fails for it).
 //! - **Clock.** A request refused as outside `recvWindow` (-1021) reads `GET /api/v3/time`,
 //!   keeps the difference, and is signed and sent once more (it was refused before anything was
 //!   done).
@@ -300,13 +301,10 @@ impl BinanceProvider {
         let answer = match self.signed_resynced(method, path, params, None).await {
             Ok(answer) => answer,
             Err(CallError::Paused(left)) => {
-                return Err(unavailable(
-                    path,
-                    &format!(
-                        "rate limited or banned by Binance for {} s more; nothing is sent until then",
-                        left.as_secs().max(1)
-                    ),
-                ));
+                return Err(ExchangeError::Paused(format!(
+                    "Binance {path}: rate limited or banned for {} s more; nothing is sent until then",
+                    left.as_secs().max(1)
+                )));
             }
             Err(CallError::NoAnswer(why)) => return Err(unavailable(path, &why)),
         };

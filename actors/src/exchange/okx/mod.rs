@@ -9,6 +9,14 @@
 //! - `POST /api/v5/asset/withdrawal` (`dest` "4", on-chain; the fee is not part of `amt`);
 //! - `GET /api/v5/asset/withdrawal-history?ccy=USDC&clientId=…`: a withdrawal by client id.
 //!
+//! **Resends.** OKX's withdrawal documentation describes `clientId` only as the client-supplied
+//! id of a withdrawal ("a combination of case-sensitive alphanumerics, all numbers, or all
+//! letters of up to 32 characters"), by which the withdrawal history can be read
+//! (<https://www.okx.com/docs-v5/en/#funding-account-rest-api-withdrawal>); it does not say that
+//! a second withdrawal under a `clientId` it holds is refused. So
+//! [`ExchangeProvider::refuses_repeated_client_id`] keeps its default (false): an unknown
+//! outcome is resent only by the slower rule of CONTRACT §7.
+//!
 //! OKX cannot pull money from the treasury wallet, so treasury transfers answer
 //! [`ExchangeError::TransferUnsupported`] with the deposit address.
 //!

@@ -117,6 +117,14 @@ impl RunActor {
                     act.looking_up = false;
                     let found = match found {
                         Ok(found) => Some(found),
+                        // Reached, and asked to wait: looked up again later, never counted as
+                        // unreachable (a ban must not fail the job).
+                        Err(crate::run::messages::RunError::ExchangePaused(why)) => {
+                            tracing::warn!(run_id = %act.run_id, %why, "the exchange asked us to wait; looking up again later");
+                            let later = Instant::now() + act.poll_interval();
+                            act.watch_at(later, due);
+                            return;
+                        }
                         Err(err) => {
                             tracing::warn!(run_id = %act.run_id, error = %err, "look-up at the exchange failed; trying again");
                             None
