@@ -249,6 +249,23 @@ impl std::fmt::Debug for BinanceSettings {
     }
 }
 
+/// A network map and its deposit network, which must be in it; `section` names the map's
+/// settings (`exchange.okx.chains`) in the refusal.
+pub fn deposit_in(
+    map: &HashMap<Network, String>,
+    deposit: &str,
+    section: &str,
+) -> Result<Network, String> {
+    let network = Network::parse(&deposit.to_ascii_uppercase())
+        .ok_or_else(|| format!("{deposit} is not a network"))?;
+    if !map.contains_key(&network) {
+        return Err(format!(
+            "the deposit network {network} has none in {section}"
+        ));
+    }
+    Ok(network)
+}
+
 /// A map keyed by network names (as written in a config file or an environment variable's
 /// lower-cased name) with its keys read as networks, or the first key that names none.
 fn network_map(map: &BTreeMap<String, String>) -> Result<HashMap<Network, String>, String> {
@@ -315,4 +332,93 @@ pub struct TestRunSettings {
 #[derive(Debug, Clone)]
 pub struct Paths {
     pub data_dir: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exchange() -> ExchangeSettings {
+        let okx = OkxSettings {
+            base_url: "https://www.okx.com".into(),
+            api_key: String::new(),
+            secret_key: String::new(),
+            passphrase: String::new(),
+            chains: BTreeMap::new(),
+            deposit_network: "ETHEREUM".into(),
+            timeout_ms: 10_000,
+        };
+        let binance = BinanceSettings {
+            base_url: "https://api.binance.com".into(),
+            api_key: String::new(),
+            secret_key: String::new(),
+            recv_window_ms: 5000,
+            networks: BTreeMap::new(),
+            deposit_network: "ETHEREUM".into(),
+            wallet: "spot".into(),
+            timeout_ms: 10_000,
+        };
+        ExchangeSettings {
+            provider: "sandbox".into(),
+            withdrawals_per_second: 6,
+            burst: 6,
+            in_flight_window: 64,
+            reconcile_grace_ms: 60_000,
+            stuck_after_ms: 3_600_000,
+            reconcile_batch: 1000,
+            max_sends: 10,
+            resend_grace_without_dedupe_ms: 600_000,
+            max_sends_without_dedupe: 3,
+            unreachable_fail_ms: 600_000,
+            allow_insecure_http: false,
+            send_deadline_ms: 5000,
+            sandbox: SandboxSettings {
+                treasury_initial_usd_cents: 0,
+                exchange_initial_usd_cents: 0,
+                withdrawal_fee_usd_cents: 0,
+                completion_delay_ms: 0,
+                fail_addresses: Vec::new(),
+                max_withdrawals_per_second: 0,
+                transfer_delay_ms: 0,
+            },
+            okx,
+            binance,
+        }
+    }
+
+    #[test]
+    fn resends_follow_what_the_exchange_documents() {
+        let mut s = exchange();
+        let deduped = s.resends(true);
+        assert_eq!(
+            (deduped.grace_ms, deduped.max_sends, deduped.unfound_lookups),
+            (60_000, 10, 1)
+        );
+        let guarded = s.resends(false);
+        assert_eq!(
+            (guarded.grace_ms, guarded.max_sends, guarded.unfound_lookups),
+            (600_000, 3, UNFOUND_LOOKUPS_BEFORE_RESEND)
+        );
+        // A stamped send may start at most half its rule's grace after its stamp.
+        assert_eq!(s.send_deadline(false).as_millis(), 5000);
+        s.reconcile_grace_ms = 4000;
+        assert_eq!(s.send_deadline(true).as_millis(), 2000);
+        assert_eq!(s.send_deadline(false).as_millis(), 5000);
+        s.resend_grace_without_dedupe_ms = 3000;
+        assert_eq!(s.send_deadline(false).as_millis(), 1500);
+    }
+
+    #[test]
+    fn a_deposit_network_must_be_in_its_map() {
+        let map: HashMap<Network, String> = [(Network::Base, "BASE".to_owned())].into();
+        assert_eq!(
+            deposit_in(&map, "base", "exchange.binance.networks"),
+            Ok(Network::Base)
+        );
+        assert!(
+            deposit_in(&map, "ETHEREUM", "exchange.binance.networks")
+                .is_err_and(|e| e.contains("exchange.binance.networks"))
+        );
+        assert!(deposit_in(&map, "DOGE", "x").is_err());
+    }
 }

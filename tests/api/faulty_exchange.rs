@@ -23,6 +23,7 @@ use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 use crate::{
     okx_standin::{Endpoint, envelope, mount, okx_error},
     process::{Server, Setup},
+    providers::scenarios::{operate_until_completed, process_payouts as payouts},
 };
 
 /// What the stand-in does wrong, and how often.
@@ -307,33 +308,8 @@ async fn setup_for(okx: &FaultyOkx, extra: &[(&str, &str)]) -> Setup {
     setup
 }
 
-/// Every payout of the run, paged.
-async fn payouts(setup: &Setup, server: &Server, run_id: &str) -> Vec<Value> {
-    let mut all = Vec::new();
-    loop {
-        let page = setup
-            .call(
-                server,
-                "GET",
-                &format!(
-                    "/payroll-runs/{run_id}/payouts?limit=200&offset={}",
-                    all.len()
-                ),
-                None,
-            )
-            .await;
-        let items = page["data"].as_array().cloned().unwrap_or_default();
-        let more = page["pagination"]["has_more"] == true;
-        all.extend(items);
-        if !more {
-            return all;
-        }
-    }
-}
-
-/// Follows the run to COMPLETED as an operator would: stuck payouts are resolved after a look
-/// at the exchange (completed where it made the withdrawal, failed where it made none), and a
-/// FAILED run is retried.
+/// Follows the run to COMPLETED as an operator would (stuck payouts resolved by a look at the
+/// stand-in, a FAILED run retried).
 async fn operate_to_completion(
     setup: &Setup,
     server: &Server,
@@ -341,61 +317,10 @@ async fn operate_to_completion(
     run_id: &str,
     seconds: u64,
 ) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    loop {
-        // A run being reloaded (after another instance touched it) answers 503: try again.
-        let (status, run) = setup
-            .try_call(
-                server,
-                "POST",
-                &format!("/payroll-runs/{run_id}/sync"),
-                None,
-            )
-            .await;
-        assert!(
-            status == 200 || status == 503,
-            "sync answered {status}: {run}"
-        );
-        match run["data"]["status"].as_str() {
-            Some("COMPLETED") => return payouts(setup, server, run_id).await,
-            Some("FAILED") => {
-                let path = format!("/payroll-runs/{run_id}/retry-failed");
-                let (status, answer) = setup.try_call(server, "POST", &path, None).await;
-                assert!(
-                    status == 200 || status == 503,
-                    "retry answered {status}: {answer}"
-                );
-            }
-            None => {}
-            _ => {
-                for p in payouts(setup, server, run_id).await {
-                    if p["stuck_since"].is_null() {
-                        continue;
-                    }
-                    let client_id = p["client_withdrawal_id"].as_str().expect("client id");
-                    let outcome = if okx.has(client_id) {
-                        json!({"outcome": "completed", "note": "found in the exchange's history"})
-                    } else {
-                        json!({"outcome": "failed", "note": "no withdrawal at the exchange"})
-                    };
-                    let path = format!("/payouts/{}/resolve", p["id"].as_str().expect("id"));
-                    let (status, answer) =
-                        setup.try_call(server, "POST", &path, Some(outcome)).await;
-                    assert!(
-                        status == 200 || status == 503,
-                        "resolve answered {status}: {answer}"
-                    );
-                }
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "run {run_id} not completed: {}\n--- server log:\n{}",
-            run["data"],
-            setup.log(1)
-        );
-        actix_web::rt::time::sleep(Duration::from_millis(300)).await;
-    }
+    operate_until_completed(setup, server, run_id, seconds, async |client_id: &str| {
+        okx.has(client_id)
+    })
+    .await
 }
 
 /// The stand-in's own count: every payout withdrawn exactly once, whatever was resent.

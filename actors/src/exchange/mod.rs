@@ -6,6 +6,7 @@ pub mod actor;
 pub mod binance;
 pub mod desk;
 pub mod fence;
+pub mod history;
 pub mod holds;
 pub mod http;
 pub mod okx;
@@ -354,21 +355,73 @@ pub trait ExchangeProvider: Send + Sync {
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError>;
 
     /// Moves funds between the treasury wallet and the exchange account. `transfer_id` is
-    /// ours: a transfer already made under it is answered again, never made twice.
+    /// ours: a transfer already made under it is answered again, never made twice. A real
+    /// exchange cannot pull money from the treasury wallet: by default this answers
+    /// [`ExchangeError::TransferUnsupported`] with the deposit address.
     async fn transfer(
         &self,
-        transfer_id: &str,
-        direction: TransferDirection,
-        amount: Cents,
-        note: Option<String>,
-    ) -> Result<treasury_transfer::Model, ExchangeError>;
+        _transfer_id: &str,
+        _direction: TransferDirection,
+        _amount: Cents,
+        _note: Option<String>,
+    ) -> Result<treasury_transfer::Model, ExchangeError> {
+        let balances = self.balances().await?;
+        Err(ExchangeError::TransferUnsupported {
+            deposit_address: balances.deposit_address,
+            network: balances.network,
+        })
+    }
 
-    /// Transfers, newest first, with their current status.
+    /// Transfers, newest first, with their current status (none by default: nothing moves
+    /// treasury funds through a real exchange).
     async fn transfers(
         &self,
-        limit: u64,
-        offset: u64,
-    ) -> Result<(Vec<treasury_transfer::Model>, u64), ExchangeError>;
+        _limit: u64,
+        _offset: u64,
+    ) -> Result<(Vec<treasury_transfer::Model>, u64), ExchangeError> {
+        Ok((Vec::new(), 0))
+    }
+}
+
+/// Sends a batch one withdrawal at a time with `send`, as an exchange without batches takes
+/// them; after a rate-limit answer the rest are not sent (they would meet the same limit).
+/// Each answer is logged under the exchange's name.
+pub async fn one_by_one<'a, F, Fut>(
+    exchange: &str,
+    batch: &'a [WithdrawalRequest],
+    mut send: F,
+) -> Vec<WithdrawalOutcome>
+where
+    F: FnMut(&'a WithdrawalRequest) -> Fut,
+    Fut: std::future::Future<Output = WithdrawalOutcome>,
+{
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for request in batch {
+        if let Some(WithdrawalOutcome::RateLimited { retry_after_ms }) = outcomes.last() {
+            let retry_after_ms = *retry_after_ms;
+            outcomes.push(WithdrawalOutcome::RateLimited { retry_after_ms });
+            continue;
+        }
+        let outcome = send(request).await;
+        let client_id = &request.client_id;
+        match &outcome {
+            WithdrawalOutcome::Accepted { cex_id } => {
+                tracing::info!(%exchange, %client_id, %cex_id, "the exchange accepted a withdrawal")
+            }
+            WithdrawalOutcome::Rejected { reason } => {
+                tracing::warn!(%exchange, %client_id, %reason, "the exchange refused a withdrawal")
+            }
+            WithdrawalOutcome::RateLimited { retry_after_ms } => {
+                tracing::warn!(%exchange, %client_id, retry_after_ms, "the exchange's rate limit or ban; backing off")
+            }
+            WithdrawalOutcome::CredentialsRefused { reason } => {
+                tracing::error!(%exchange, %client_id, %reason, "the exchange refused our credentials")
+            }
+            WithdrawalOutcome::Ambiguous { .. } | WithdrawalOutcome::NotSent { .. } => {}
+        }
+        outcomes.push(outcome);
+    }
+    outcomes
 }
 
 /// The answer to a withdrawal whose send was stamped too long ago to go now

@@ -435,7 +435,7 @@ async fn start_paying(setup: &Setup, server: &Server, count: usize) -> String {
     run_id
 }
 
-async fn process_payouts(setup: &Setup, server: &Server, run_id: &str) -> Vec<Value> {
+pub(crate) async fn process_payouts(setup: &Setup, server: &Server, run_id: &str) -> Vec<Value> {
     let mut all = Vec::new();
     loop {
         let path = format!(
@@ -472,9 +472,27 @@ pub(crate) async fn operate_to_completion(
     run_id: &str,
     seconds: u64,
 ) -> Vec<Value> {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
     let db = crate::process::db(&setup.database_url).await;
+    operate_until_completed(setup, server, run_id, seconds, async |client_id: &str| {
+        made_by_client_id(stand_in, &db)
+            .await
+            .contains_key(client_id)
+    })
+    .await
+}
+
+/// [`operate_to_completion`], `made` telling whether the exchange made a withdrawal under a
+/// client id of ours.
+pub(crate) async fn operate_until_completed(
+    setup: &Setup,
+    server: &Server,
+    run_id: &str,
+    seconds: u64,
+    made: impl AsyncFn(&str) -> bool,
+) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
     loop {
+        // A run being reloaded (after another instance touched it) answers 503: try again.
         let (status, run) = setup
             .try_call(
                 server,
@@ -499,13 +517,12 @@ pub(crate) async fn operate_to_completion(
             }
             None => {}
             _ => {
-                let made = made_by_client_id(stand_in, &db).await;
                 for p in process_payouts(setup, server, run_id).await {
                     if p["stuck_since"].is_null() {
                         continue;
                     }
                     let client_id = p["client_withdrawal_id"].as_str().expect("client id");
-                    let outcome = if made.contains_key(client_id) {
+                    let outcome = if made(client_id).await {
                         json!({"outcome": "completed", "note": "found in the exchange's history"})
                     } else {
                         json!({"outcome": "failed", "note": "no withdrawal at the exchange"})

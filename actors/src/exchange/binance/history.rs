@@ -12,9 +12,12 @@ use payroll_entities::Cents;
 
 use super::{
     BinanceProvider,
-    protocol::{self, COIN, HistoryRecord, Rounding, StateClass},
+    protocol::{self, COIN, HistoryRecord},
 };
-use crate::exchange::{ExchangeError, RemoteStatus, Reported, cut_exchange_text, explorer_link};
+use crate::exchange::{
+    ExchangeError, RemoteStatus,
+    history::{Record, compact_ids, exact_cents},
+};
 use awc::http::Method;
 
 /// Below this many ids, one call per id is cheaper than reading the history.
@@ -27,14 +30,6 @@ const CLOCK_MARGIN_MS: i64 = 5 * 60 * 1000;
 const ID_WINDOW_MS: i64 = 7 * 24 * 3600 * 1000 - 60_000;
 /// A window without it: under 90 days.
 const BATCH_WINDOW_MS: i64 = 90 * 24 * 3600 * 1000 - 60_000;
-
-/// An amount as exact cents: one that is not whole cents (or not a number) is no amount we
-/// sent, and reads as -1 so that it never matches one.
-fn exact_cents(amount: &str) -> Option<Cents> {
-    let down = protocol::amount_to_cents(amount, Rounding::Down)?;
-    let up = protocol::amount_to_cents(amount, Rounding::Up)?;
-    (down == up).then_some(down)
-}
 
 /// `[from, to)` cut into windows of at most `width`, newest last.
 fn windows(from_ms: i64, to_ms: i64, width: i64) -> Vec<(i64, i64)> {
@@ -56,17 +51,7 @@ impl BinanceProvider {
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
         let mut out = HashMap::with_capacity(client_ids.len());
         // Ours → Binance's form; an id with no Binance form was never sent.
-        let mut wanted: HashMap<String, String> = HashMap::new();
-        for id in client_ids {
-            match protocol::to_binance_id(id) {
-                Some(theirs) => {
-                    wanted.insert(theirs, id.clone());
-                }
-                None => {
-                    out.insert(id.clone(), RemoteStatus::Unknown);
-                }
-            }
-        }
+        let mut wanted = compact_ids(client_ids, &mut out);
         // Binance's clock, as last read: its history is stamped by it.
         let now_ms = Utc::now().timestamp_millis()
             + self
@@ -185,74 +170,41 @@ impl BinanceProvider {
     }
 
     fn record_status(&self, record: HistoryRecord) -> RemoteStatus {
-        let cex_id = cut_exchange_text(&record.id);
-        let network = self
-            .networks
-            .iter()
-            .find(|(_, name)| **name == record.network)
-            .map(|(network, _)| *network);
-        let missing: Vec<&'static str> = [
-            ("currency", &record.coin),
-            ("amount", &record.amount),
-            ("network", &record.network),
-            ("address", &record.address),
-        ]
-        .into_iter()
-        .filter(|(_, value)| value.is_empty())
-        .map(|(name, _)| name)
-        .collect();
         // What the payee receives: what was asked for, less Binance's fee (none when it says
         // none).
         let received = (!record.amount.is_empty()).then(|| {
             let fee = if record.transaction_fee.is_empty() {
-                Some(Cents::ZERO)
+                Cents::ZERO
             } else {
                 exact_cents(&record.transaction_fee)
             };
-            match (exact_cents(&record.amount), fee) {
-                (Some(amount), Some(fee)) => Cents(amount.0 - fee.0),
+            match exact_cents(&record.amount) {
+                amount if amount.0 >= 0 && fee.0 >= 0 => Cents(amount.0 - fee.0),
                 _ => Cents(-1),
             }
         });
-        let reported = Reported {
-            missing,
-            currency: (!record.coin.is_empty()).then(|| record.coin.clone()),
-            amount: received,
-            network,
-            address: if !record.network.is_empty() && network.is_none() {
-                Some(format!(
-                    "{} on the unconfigured network {}",
-                    record.address, record.network
-                ))
-            } else {
-                (!record.address.is_empty()).then(|| record.address.clone())
-            },
-        };
-        match protocol::classify_status(record.status) {
-            StateClass::Pending => RemoteStatus::Pending { cex_id, reported },
-            StateClass::Success if record.tx_id.is_empty() => {
-                RemoteStatus::Pending { cex_id, reported }
-            }
-            StateClass::Success => RemoteStatus::Completed {
-                cex_id,
-                explorer_url: network.and_then(|n| explorer_link(n, &record.tx_id)),
-                tx_hash: cut_exchange_text(&record.tx_id),
-                reported,
-            },
-            StateClass::Failed => RemoteStatus::Failed {
-                cex_id,
-                reason: cut_exchange_text(&format!(
-                    "Binance withdrawal status {} ({}){}",
-                    record.status,
-                    protocol::describe_status(record.status),
-                    if record.info.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", record.info)
-                    }
-                )),
-            },
+        Record {
+            cex_id: &record.id,
+            currency: &record.coin,
+            received,
+            amount_text: &record.amount,
+            network: &record.network,
+            address: &record.address,
+            tx_id: &record.tx_id,
+            state: protocol::classify_status(record.status),
         }
+        .status(&self.networks, || {
+            format!(
+                "Binance withdrawal status {} ({}){}",
+                record.status,
+                protocol::describe_status(record.status),
+                if record.info.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", record.info)
+                }
+            )
+        })
     }
 }
 
@@ -264,7 +216,7 @@ mod tests {
     fn windows_cover_the_range_without_gaps() {
         assert_eq!(windows(0, 10, 4), vec![(0, 4), (4, 8), (8, 10)]);
         assert_eq!(windows(5, 5, 4), vec![]);
-        assert_eq!(exact_cents("12.340000"), Some(Cents(1234)));
-        assert_eq!(exact_cents("12.345"), None);
+        assert_eq!(exact_cents("12.340000"), Cents(1234));
+        assert_eq!(exact_cents("12.345"), Cents(-1));
     }
 }

@@ -72,7 +72,7 @@ use std::{
 use async_trait::async_trait;
 use awc::http::Method;
 use chrono::{DateTime, Utc};
-use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
+use payroll_entities::{Cents, Network};
 use serde::de::DeserializeOwned;
 
 use self::{
@@ -143,14 +143,11 @@ impl BinanceProvider {
     /// The provider for validated settings (`src/config.rs` checks every key first).
     pub fn new(settings: BinanceSettings) -> Result<BinanceProvider, String> {
         let networks = settings.network_map()?;
-        let deposit_network = settings
-            .deposit_network()
-            .ok_or_else(|| format!("{} is not a network", settings.deposit_network))?;
-        if !networks.contains_key(&deposit_network) {
-            return Err(format!(
-                "the deposit network {deposit_network} has no Binance network in exchange.binance.networks"
-            ));
-        }
+        let deposit_network = crate::settings::deposit_in(
+            &networks,
+            &settings.deposit_network,
+            "exchange.binance.networks",
+        )?;
         Ok(BinanceProvider {
             wire: Wire::new(&settings.base_url, settings.timeout_ms),
             networks,
@@ -571,35 +568,12 @@ impl ExchangeProvider for BinanceProvider {
         batch: &[WithdrawalRequest],
         deadline: Instant,
     ) -> Vec<WithdrawalOutcome> {
-        let mut outcomes = Vec::with_capacity(batch.len());
         // Binance's current fees, read once for the batch: what each send adds.
         let quotes = self.quotes(SEND_QUOTE_TTL).await;
-        for request in batch {
-            if let Some(WithdrawalOutcome::RateLimited { retry_after_ms }) = outcomes.last() {
-                // The rest would meet the same limit: none of them is sent.
-                let retry_after_ms = *retry_after_ms;
-                outcomes.push(WithdrawalOutcome::RateLimited { retry_after_ms });
-                continue;
-            }
-            let outcome = self.withdraw_one(request, &quotes, deadline).await;
-            match &outcome {
-                WithdrawalOutcome::Accepted { cex_id } => {
-                    tracing::info!(client_id = %request.client_id, %cex_id, "Binance accepted a withdrawal")
-                }
-                WithdrawalOutcome::Rejected { reason } => {
-                    tracing::warn!(client_id = %request.client_id, %reason, "Binance refused a withdrawal")
-                }
-                WithdrawalOutcome::RateLimited { retry_after_ms } => {
-                    tracing::warn!(client_id = %request.client_id, retry_after_ms, "Binance rate limit or ban; backing off")
-                }
-                WithdrawalOutcome::CredentialsRefused { reason } => {
-                    tracing::error!(client_id = %request.client_id, %reason, "Binance refused our credentials")
-                }
-                WithdrawalOutcome::Ambiguous { .. } | WithdrawalOutcome::NotSent { .. } => {}
-            }
-            outcomes.push(outcome);
-        }
-        outcomes
+        super::one_by_one("binance", batch, |request| {
+            self.withdraw_one(request, &quotes, deadline)
+        })
+        .await
     }
 
     async fn lookup(
@@ -608,28 +582,6 @@ impl ExchangeProvider for BinanceProvider {
         sent_since: Option<DateTime<Utc>>,
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
         self.look_up(client_ids, sent_since).await
-    }
-
-    async fn transfer(
-        &self,
-        _transfer_id: &str,
-        _direction: TransferDirection,
-        _amount: Cents,
-        _note: Option<String>,
-    ) -> Result<treasury_transfer::Model, ExchangeError> {
-        Err(ExchangeError::TransferUnsupported {
-            deposit_address: self.deposit_address().await?,
-            network: self.deposit_network,
-        })
-    }
-
-    async fn transfers(
-        &self,
-        _limit: u64,
-        _offset: u64,
-    ) -> Result<(Vec<treasury_transfer::Model>, u64), ExchangeError> {
-        // Nothing moves treasury funds through Binance.
-        Ok((Vec::new(), 0))
     }
 }
 

@@ -31,6 +31,7 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
+pub use crate::exchange::history::StateClass;
 pub use crate::exchange::wire::{
     Rounding, amount_to_cents, cents_to_amount, from_compact_client_id as from_binance_id,
     to_compact_client_id as to_binance_id,
@@ -192,17 +193,6 @@ pub struct ApiRestrictions {
 pub struct SpotAccount {
     #[serde(default)]
     pub balances: Vec<AssetBalance>,
-}
-
-/// Where a Binance withdrawal stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StateClass {
-    /// Email sent, awaiting approval, processing: not final yet.
-    Pending,
-    /// 6: completed.
-    Success,
-    /// 1 cancelled, 3 rejected, 5 failure: nothing left the account.
-    Failed,
 }
 
 /// A history status. One this code does not know counts as pending: only a status documented

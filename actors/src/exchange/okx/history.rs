@@ -10,21 +10,12 @@ use chrono::{DateTime, Utc};
 
 use super::{
     OkxProvider,
-    protocol::{self, CCY, StateClass, WithdrawalRecord},
+    protocol::{self, CCY, WithdrawalRecord},
 };
-use crate::exchange::{ExchangeError, RemoteStatus, Reported, cut_exchange_text, explorer_link};
-use payroll_entities::Cents;
-
-/// An amount OKX reports as cents, exactly: one that is not whole cents (or not a number) is
-/// no amount we sent, and reads as -1 so that it never matches one.
-fn exact_cents(amount: &str) -> Cents {
-    let down = protocol::amount_to_cents(amount, protocol::Rounding::Down);
-    let up = protocol::amount_to_cents(amount, protocol::Rounding::Up);
-    match (down, up) {
-        (Some(down), Some(up)) if down == up => down,
-        _ => Cents(-1),
-    }
-}
+use crate::exchange::{
+    ExchangeError, RemoteStatus,
+    history::{Record, compact_ids, exact_cents},
+};
 
 /// Below this many ids, one call per id is cheaper than paging.
 const PAGE_FROM: usize = 4;
@@ -41,17 +32,7 @@ impl OkxProvider {
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
         let mut out = HashMap::with_capacity(client_ids.len());
         // Ours → OKX's form; an id with no OKX form was never sent.
-        let mut wanted: HashMap<String, String> = HashMap::new();
-        for id in client_ids {
-            match protocol::to_okx_client_id(id) {
-                Some(theirs) => {
-                    wanted.insert(theirs, id.clone());
-                }
-                None => {
-                    out.insert(id.clone(), RemoteStatus::Unknown);
-                }
-            }
-        }
+        let mut wanted = compact_ids(client_ids, &mut out);
         if let (true, Some(since)) = (wanted.len() >= PAGE_FROM, sent_since) {
             let floor = since.timestamp_millis() - CLOCK_MARGIN_MS;
             let covered = self.page_history(&mut wanted, &mut out, floor).await?;
@@ -131,58 +112,23 @@ impl OkxProvider {
     }
 
     fn record_status(&self, record: WithdrawalRecord) -> RemoteStatus {
-        let cex_id = cut_exchange_text(&record.wd_id);
-        let network = self
-            .chains
-            .iter()
-            .find(|(_, chain)| **chain == record.chain)
-            .map(|(network, _)| *network);
-        // A record of a withdrawal under our id says what it withdrew: one that leaves any of
-        // it out completes nothing (a history that omits the amount cannot be checked).
-        let missing: Vec<&'static str> = [
-            ("currency", &record.ccy),
-            ("amount", &record.amt),
-            ("network", &record.chain),
-            ("address", &record.to),
-        ]
-        .into_iter()
-        .filter(|(_, value)| value.is_empty())
-        .map(|(name, _)| name)
-        .collect();
-        let reported = Reported {
-            missing,
-            currency: (!record.ccy.is_empty()).then(|| record.ccy.clone()),
-            amount: (!record.amt.is_empty()).then(|| exact_cents(&record.amt)),
-            network,
-            address: if !record.chain.is_empty() && network.is_none() {
-                // A chain no network of ours maps to is no place we sent to.
-                Some(format!(
-                    "{} on the unconfigured chain {}",
-                    record.to, record.chain
-                ))
-            } else {
-                (!record.to.is_empty()).then(|| record.to.clone())
-            },
-        };
-        match protocol::classify_state(&record.state) {
-            StateClass::Pending => RemoteStatus::Pending { cex_id, reported },
-            StateClass::Success if record.tx_id.is_empty() => {
-                RemoteStatus::Pending { cex_id, reported }
-            }
-            StateClass::Success => RemoteStatus::Completed {
-                cex_id,
-                explorer_url: network.and_then(|n| explorer_link(n, &record.tx_id)),
-                tx_hash: cut_exchange_text(&record.tx_id),
-                reported,
-            },
-            StateClass::Failed => RemoteStatus::Failed {
-                cex_id,
-                reason: format!(
-                    "OKX withdrawal state {} ({})",
-                    record.state,
-                    protocol::describe_state(&record.state)
-                ),
-            },
+        // OKX's `amt` is what the payee receives: its fee is charged apart.
+        Record {
+            cex_id: &record.wd_id,
+            currency: &record.ccy,
+            received: (!record.amt.is_empty()).then(|| exact_cents(&record.amt)),
+            amount_text: &record.amt,
+            network: &record.chain,
+            address: &record.to,
+            tx_id: &record.tx_id,
+            state: protocol::classify_state(&record.state),
         }
+        .status(&self.chains, || {
+            format!(
+                "OKX withdrawal state {} ({})",
+                record.state,
+                protocol::describe_state(&record.state)
+            )
+        })
     }
 }

@@ -35,7 +35,7 @@ use std::{
 use async_trait::async_trait;
 use awc::http::Method;
 use chrono::{DateTime, Utc};
-use payroll_entities::{Cents, Network, TransferDirection, treasury_transfer};
+use payroll_entities::{Cents, Network};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -89,14 +89,8 @@ impl OkxProvider {
     /// The provider for validated settings (`src/config.rs` checks every key first).
     pub fn new(settings: OkxSettings) -> Result<OkxProvider, String> {
         let chains = settings.chain_map()?;
-        let deposit_network = settings
-            .deposit_network()
-            .ok_or_else(|| format!("{} is not a network", settings.deposit_network))?;
-        if !chains.contains_key(&deposit_network) {
-            return Err(format!(
-                "the deposit network {deposit_network} has no chain in exchange.okx.chains"
-            ));
-        }
+        let deposit_network =
+            crate::settings::deposit_in(&chains, &settings.deposit_network, "exchange.okx.chains")?;
         Ok(OkxProvider {
             wire: Wire::new(&settings.base_url, settings.timeout_ms),
             chains,
@@ -407,33 +401,7 @@ impl ExchangeProvider for OkxProvider {
         batch: &[WithdrawalRequest],
         deadline: std::time::Instant,
     ) -> Vec<WithdrawalOutcome> {
-        let mut outcomes = Vec::with_capacity(batch.len());
-        for request in batch {
-            if let Some(WithdrawalOutcome::RateLimited { retry_after_ms }) = outcomes.last() {
-                // The rest would meet the same limit: none of them is sent.
-                let retry_after_ms = *retry_after_ms;
-                outcomes.push(WithdrawalOutcome::RateLimited { retry_after_ms });
-                continue;
-            }
-            let outcome = self.withdraw_one(request, deadline).await;
-            match &outcome {
-                WithdrawalOutcome::Accepted { cex_id } => {
-                    tracing::info!(client_id = %request.client_id, %cex_id, "OKX accepted a withdrawal")
-                }
-                WithdrawalOutcome::Rejected { reason } => {
-                    tracing::warn!(client_id = %request.client_id, %reason, "OKX refused a withdrawal")
-                }
-                WithdrawalOutcome::RateLimited { retry_after_ms } => {
-                    tracing::warn!(client_id = %request.client_id, retry_after_ms, "OKX rate limit; backing off")
-                }
-                WithdrawalOutcome::CredentialsRefused { reason } => {
-                    tracing::error!(client_id = %request.client_id, %reason, "OKX refused our credentials")
-                }
-                WithdrawalOutcome::Ambiguous { .. } | WithdrawalOutcome::NotSent { .. } => {}
-            }
-            outcomes.push(outcome);
-        }
-        outcomes
+        super::one_by_one("okx", batch, |request| self.withdraw_one(request, deadline)).await
     }
 
     async fn lookup(
@@ -442,28 +410,6 @@ impl ExchangeProvider for OkxProvider {
         sent_since: Option<DateTime<Utc>>,
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
         self.look_up(client_ids, sent_since).await
-    }
-
-    async fn transfer(
-        &self,
-        _transfer_id: &str,
-        _direction: TransferDirection,
-        _amount: Cents,
-        _note: Option<String>,
-    ) -> Result<treasury_transfer::Model, ExchangeError> {
-        Err(ExchangeError::TransferUnsupported {
-            deposit_address: self.deposit_address().await?,
-            network: self.deposit_network,
-        })
-    }
-
-    async fn transfers(
-        &self,
-        _limit: u64,
-        _offset: u64,
-    ) -> Result<(Vec<treasury_transfer::Model>, u64), ExchangeError> {
-        // Nothing moves treasury funds through OKX.
-        Ok((Vec::new(), 0))
     }
 }
 

@@ -24,6 +24,7 @@ use hmac::{Hmac, Mac};
 use serde::Deserialize;
 use sha2::Sha256;
 
+pub use crate::exchange::history::StateClass;
 pub use crate::exchange::wire::{
     Rounding, amount_to_cents, cents_to_amount, from_compact_client_id as from_okx_client_id,
     to_compact_client_id as to_okx_client_id,
@@ -146,17 +147,6 @@ pub struct DepositAddress {
     pub to: String,
     #[serde(default)]
     pub selected: bool,
-}
-
-/// Where an OKX withdrawal stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StateClass {
-    /// Waiting, under review, approved, broadcasting or being cancelled: not final yet.
-    Pending,
-    /// `2`: on chain.
-    Success,
-    /// `-1` failed or `-2` canceled: the money is back on the account.
-    Failed,
 }
 
 /// The withdrawal-history `state`. A state this code does not know counts as pending: only a
