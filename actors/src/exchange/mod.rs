@@ -383,6 +383,35 @@ pub trait ExchangeProvider: Send + Sync {
     }
 }
 
+/// What a REST exchange needs of a withdrawal before anything is sent: our client id in its
+/// compact form and the exchange's name of the network (from `networks`, the settings
+/// `section`); or the refusal, nothing sent, when either is missing or the amount is not at
+/// least a cent.
+pub fn compact_request<'a>(
+    exchange: &str,
+    request: &WithdrawalRequest,
+    networks: &'a HashMap<Network, String>,
+    section: &str,
+) -> Result<(String, &'a String), WithdrawalOutcome> {
+    let refuse = |reason: String| Err(WithdrawalOutcome::Rejected { reason });
+    let Some(client_id) = wire::to_compact_client_id(&request.client_id) else {
+        return refuse(format!(
+            "the client id {} has no {exchange} form; nothing was sent",
+            request.client_id
+        ));
+    };
+    let Some(network) = networks.get(&request.network) else {
+        return refuse(format!(
+            "no {exchange} network is configured for {} ({section}); nothing was sent",
+            request.network
+        ));
+    };
+    if request.amount.0 < 1 {
+        return refuse("a withdrawal must be at least 1 cent".into());
+    }
+    Ok((client_id, network))
+}
+
 /// Sends a batch one withdrawal at a time with `send`, as an exchange without batches takes
 /// them; after a rate-limit answer the rest are not sent (they would meet the same limit).
 /// Each answer is logged under the exchange's name.

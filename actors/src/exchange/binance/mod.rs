@@ -401,27 +401,15 @@ impl BinanceProvider {
         quotes: &Result<HashMap<String, NetworkQuote>, ExchangeError>,
         deadline: Instant,
     ) -> WithdrawalOutcome {
-        let Some(order_id) = protocol::to_binance_id(&request.client_id) else {
-            return WithdrawalOutcome::Rejected {
-                reason: format!(
-                    "the client id {} has no Binance form; nothing was sent",
-                    request.client_id
-                ),
-            };
+        let (order_id, network) = match super::compact_request(
+            "Binance",
+            request,
+            &self.networks,
+            "exchange.binance.networks",
+        ) {
+            Ok(compact) => compact,
+            Err(refused) => return refused,
         };
-        let Some(network) = self.networks.get(&request.network) else {
-            return WithdrawalOutcome::Rejected {
-                reason: format!(
-                    "no Binance network is configured for {} (exchange.binance.networks); nothing was sent",
-                    request.network
-                ),
-            };
-        };
-        if request.amount.0 < 1 {
-            return WithdrawalOutcome::Rejected {
-                reason: "a withdrawal must be at least 1 cent".into(),
-            };
-        }
         // Binance takes its fee out of what it is asked to send: the current fee is added, and
         // one higher than the attempt's refuses it before anything is sent.
         let fee = match quotes {

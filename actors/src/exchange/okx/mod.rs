@@ -237,27 +237,11 @@ impl OkxProvider {
         request: &WithdrawalRequest,
         deadline: std::time::Instant,
     ) -> WithdrawalOutcome {
-        let Some(client_id) = protocol::to_okx_client_id(&request.client_id) else {
-            return WithdrawalOutcome::Rejected {
-                reason: format!(
-                    "the client id {} has no OKX form; nothing was sent",
-                    request.client_id
-                ),
+        let (client_id, chain) =
+            match super::compact_request("OKX", request, &self.chains, "exchange.okx.chains") {
+                Ok(compact) => compact,
+                Err(refused) => return refused,
             };
-        };
-        let Some(chain) = self.chains.get(&request.network) else {
-            return WithdrawalOutcome::Rejected {
-                reason: format!(
-                    "no OKX chain is configured for {} (exchange.okx.chains); nothing was sent",
-                    request.network
-                ),
-            };
-        };
-        if request.amount.0 < 1 {
-            return WithdrawalOutcome::Rejected {
-                reason: "a withdrawal must be at least 1 cent".into(),
-            };
-        }
         let body = json!({
             "ccy": CCY,
             "amt": protocol::cents_to_amount(request.amount),
