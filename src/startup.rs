@@ -445,6 +445,9 @@ impl Application {
             actix_web::rt::spawn(checkpoint_log(state.db.clone()).in_runtime());
         }
         actix_web::rt::spawn(forget_idle_buckets(state.clone()));
+        actix_web::rt::spawn(crate::routes::status::history::sample_every_interval(
+            state.clone(),
+        ));
         let listener = TcpListener::bind((settings.server.host.as_str(), settings.server.port))
             .with_context(|| {
                 format!(

@@ -176,6 +176,10 @@ fn describe_metrics() {
         "Time to answer an HTTP request, by route pattern and method."
     );
     describe_gauge!("payroll_actors_alive", "Actors running, by kind.");
+    describe_counter!(
+        "payroll_payouts_settled_total",
+        "Payouts settled by the exchange's word, by outcome (completed, failed)."
+    );
     describe_gauge!(
         "payroll_exchange_provider",
         "1, labelled with the exchange provider in force (sandbox, okx, binance)."

@@ -276,6 +276,16 @@ pub fn withdrawals(outcome: &'static str, count: u64) {
     }
 }
 
+/// Payouts settled by the exchange's word, by outcome (`completed`, `failed`).
+pub fn payouts_settled(completed: usize, failed: usize) {
+    for (outcome, count) in [("completed", completed), ("failed", failed)] {
+        if count > 0 {
+            metrics::counter!("payroll_payouts_settled_total", "outcome" => outcome)
+                .increment(count as u64);
+        }
+    }
+}
+
 /// The exchange provider in force (`sandbox`, `okx`, `binance`): 1 on its label.
 pub fn exchange_provider(name: &'static str) {
     metrics::gauge!("payroll_exchange_provider", "provider" => name).set(1.0);

@@ -18,21 +18,27 @@ pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
             "Metrics are not available: another metrics recorder is installed.",
         ));
     };
+    refresh(&state).await;
+    Ok(HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(handle.render()))
+}
+
+/// Brings the figures read at scrape time up to date: database up, those kept in the database,
+/// the pool's and the mailboxes'.
+pub async fn refresh(state: &AppState) {
     let health = state.db.health().state();
     metrics::gauge!("payroll_database_up").set(if health.is_up() { 1.0 } else { 0.0 });
     // While the database is unreachable the figures kept there keep their last value; the
     // scrape is answered at once rather than after the pool's timeout.
     if !matches!(health, Health::Unreachable { .. })
-        && let Err(err) = refresh_database_gauges(&state).await
+        && let Err(err) = refresh_database_gauges(state).await
     {
         // The rest of the figures are still worth having; these keep their last value.
         tracing::debug!(error = %err, "metrics: database figures not refreshed");
     }
-    refresh_pool_gauges(&state);
+    refresh_pool_gauges(state);
     payroll_actors::telemetry::publish_mailbox_depths();
-    Ok(HttpResponse::Ok()
-        .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(handle.render()))
 }
 
 async fn refresh_database_gauges(state: &AppState) -> Result<(), sea_orm::DbErr> {

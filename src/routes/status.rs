@@ -1,5 +1,5 @@
 //! `GET /status`: the operator page, server-rendered HTML without scripts. It shows live runs
-//! with their progress, the actors of this process, the exchange (balance and withdrawal rate
+//! with their progress, the actors of this process, the last hour of its figures as charts, the exchange (balance and withdrawal rate
 //! limit) and the webhook endpoints with their health.
 //!
 //! Access: with `server.status_page_public = true` anyone who reaches the server sees it all.
@@ -32,6 +32,7 @@ use sea_orm::{
     sea_query::{Expr, Func},
 };
 
+pub mod history;
 mod pending;
 
 use super::html::{escape, page};
@@ -169,6 +170,13 @@ pub async fn status_page(
 
     html.push_str("<h2>Actors</h2>");
     render_actors(&mut html);
+
+    html.push_str("<h2>Last hour</h2>");
+    history::render(
+        &mut html,
+        &history::samples(),
+        Utc::now().timestamp_millis(),
+    );
 
     html.push_str("<h2>Exchange</h2>");
     if sections.exchange {
@@ -316,6 +324,9 @@ fn page_head(html: &mut String) {
         ".bar span{display:block;height:100%;background:#2f9e44}",
         ".muted{color:#6b7280}.error{color:#b42318;font-weight:600}",
         ".ok{color:#2f9e44;font-weight:600}.bad{color:#b42318;font-weight:600}",
+        ".charts{display:flex;flex-wrap:wrap;gap:12px}.chart{margin:0;background:#fff;padding:8px;",
+        "box-shadow:0 1px 2px #0002;max-width:100%}.chart svg{max-width:100%;height:auto}",
+        ".legend{font-size:12px}.key{margin-right:8px;white-space:nowrap}",
         "</style></head><body><header><h1>Payroll status</h1></header><main>",
     ));
 }

@@ -241,6 +241,8 @@ async fn the_status_page_renders_in_a_browser() {
         "{dom}"
     );
     assert!(dom.contains("ExchangeActor"), "{dom}");
+    assert!(dom.contains("<h2>Last hour</h2>"), "{dom}");
+    assert_eq!(dom.matches("<svg role=\"img\"").count(), 8, "{dom}");
 
     let shot = dir.path().join("status.png");
     run_chromium(
@@ -294,4 +296,58 @@ fn png_figures(path: &Path) -> (u32, u32, usize) {
         }
     }
     (info.width, info.height, colours.len())
+}
+
+/// The points of the series named `name` in the page's charts, if it is drawn.
+fn series_points(html: &str, name: &str) -> Option<usize> {
+    html.split("<polyline class=\"series\"")
+        .skip(1)
+        .find_map(|chart| {
+            let title = format!("<title>{name}</title>");
+            let end = chart.find("</polyline>")?;
+            let one = &chart[..end];
+            one.contains(&title).then(|| {
+                let points = one.split("points=\"").nth(1).unwrap_or("");
+                points
+                    .split('"')
+                    .next()
+                    .unwrap_or("")
+                    .split_whitespace()
+                    .count()
+            })
+        })
+}
+
+#[actix_web::test]
+async fn the_last_hour_is_drawn_from_samples_of_the_metrics() {
+    let app = spawn_app_with(|s| s.server.status_page_public = true).await;
+    let run_id = funded_run(&app, 3, "Charts").await;
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    app.wait_for_run(&run_id, 30, |r| r["status"] == "COMPLETED")
+        .await;
+    // Samples are taken every 10 s from what /metrics exports: within two of them the
+    // withdrawals just answered are drawn.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let html = loop {
+        let res = page(&app, &[]).await;
+        assert_eq!(res.status, 200, "{}", res.text);
+        if series_points(&res.text, "accepted").is_some()
+            && series_points(&res.text, "up").is_some()
+        {
+            break res.text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no chart drawn: {}",
+            res.text
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert!(html.contains("<h2>Last hour</h2>"));
+    assert_eq!(html.matches("<svg role=\"img\"").count(), 8, "{html}");
+    assert!(html.contains("Withdrawals answered, by outcome"));
+    assert!(!html.contains("<script"));
 }

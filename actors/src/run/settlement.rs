@@ -291,6 +291,7 @@ async fn apply_changes(
         .await?;
     }
     tx.commit().await?;
+    telemetry::payouts_settled(completed.len(), failed.len());
     if !stuck.is_empty() {
         tracing::warn!(run_id = %run.id, count = stuck.len(), "payouts stuck: an operator resolves them");
         telemetry::stuck_payouts(stuck.len() as u64);
