@@ -405,6 +405,66 @@ mod tests {
         assert!(last.values.contains(&(7, "up".into(), 1.0)));
     }
 
+    /// Heap and inline bytes of a full ring, with every series a busy process has: 4 withdrawal
+    /// outcomes, 2 payout outcomes, 3 delivery outcomes, 8 actor kinds and the 5 single
+    /// figures. Printed as a measurement; the bound only catches a runaway.
+    #[test]
+    fn a_full_ring_stays_small() {
+        let mut text = String::from("payroll_database_up 1\npayroll_email_outbox_pending 3\n");
+        for outcome in ["accepted", "rejected", "rate_limited", "ambiguous"] {
+            text.push_str(&format!(
+                "payroll_withdrawals_total{{outcome=\"{outcome}\"}} 1\n"
+            ));
+        }
+        for outcome in ["completed", "failed"] {
+            text.push_str(&format!(
+                "payroll_payouts_settled_total{{outcome=\"{outcome}\"}} 1\n"
+            ));
+        }
+        for outcome in ["delivered", "retrying", "failed"] {
+            text.push_str(&format!(
+                "payroll_webhook_deliveries_total{{outcome=\"{outcome}\"}} 1\n"
+            ));
+        }
+        for actor in [
+            "run",
+            "run_manager",
+            "exchange",
+            "mailer",
+            "webhook_dispatcher",
+            "webhook_supervisor",
+            "audit",
+            "retention",
+        ] {
+            text.push_str(&format!(
+                "payroll_actor_mailbox_depth{{actor=\"{actor}\"}} 1\n"
+            ));
+        }
+        text.push_str("payroll_http_requests_total{route=\"/a\"} 1\n");
+        text.push_str("payroll_http_request_duration_seconds_bucket{le=\"0.01\"} 1\n");
+        text.push_str("payroll_http_request_duration_seconds_bucket{le=\"+Inf\"} 1\n");
+        let mut h = History::default();
+        for i in 0..=(CAPACITY as i64) {
+            h.push(&text, i * 10_000);
+        }
+        let bytes: usize = h
+            .samples
+            .iter()
+            .map(|s| {
+                std::mem::size_of::<Sample>()
+                    + s.values.capacity() * std::mem::size_of::<(u8, String, f64)>()
+                    + s.values.iter().map(|(_, n, _)| n.capacity()).sum::<usize>()
+            })
+            .sum();
+        eprintln!(
+            "history ring: {} samples, {} series each, {bytes} bytes",
+            h.samples.len(),
+            h.samples[0].values.len()
+        );
+        assert_eq!(h.samples.len(), CAPACITY);
+        assert!(bytes < 2 << 20, "{bytes} bytes");
+    }
+
     #[test]
     fn charts_draw_a_line_per_series() {
         let samples: Vec<Sample> = (0..CAPACITY as i64 + 5)
