@@ -465,6 +465,10 @@ impl Application {
                 .route("/healthz", web::get().to(routes::health::healthz))
                 .route("/metrics", web::get().to(routes::prometheus::metrics))
                 .route("/status", web::get().to(routes::status::status_page))
+                .route(
+                    "/status/runs/{run_id}",
+                    web::get().to(routes::status::run::run_page),
+                )
                 .route("/readyz", web::get().to(routes::health::readyz))
                 .configure(routes::configure)
                 .default_service(web::to(routes::not_found))

@@ -9,7 +9,7 @@
 //! `webhooks:manage`; the actor figures need only a valid key. Everything shown is escaped;
 //! no secret (webhook secrets, URL credentials or query strings) is rendered.
 
-use std::{collections::HashMap, fmt::Write as _, time::Duration};
+use std::{fmt::Write as _, time::Duration};
 
 use actix_web::{
     HttpRequest, HttpResponse,
@@ -17,23 +17,19 @@ use actix_web::{
     web,
 };
 use base64::Engine as _;
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use payroll_actors::{
     exchange::actor::{ExchangeState, GetBalances, GetState},
     run::{manager::LiveRuns, store},
     telemetry::{self, CountedSend},
 };
-use payroll_entities::{
-    Cents, DeliveryStatus, RunStatus, WebhookStatus, health::Health, payout, payroll_run, time,
-    webhook_delivery, webhook_endpoint,
-};
-use sea_orm::{
-    ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    sea_query::{Expr, Func},
-};
+use payroll_entities::{Cents, RunStatus, health::Health, payout, payroll_run, time};
+use sea_orm::{ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 
+mod endpoints;
 pub mod history;
 mod pending;
+pub mod run;
 
 use super::html::{escape, page};
 use crate::{
@@ -48,8 +44,6 @@ use crate::{
 
 /// Runs shown at most.
 const MAX_RUNS: u64 = 50;
-/// Endpoints shown at most.
-const MAX_ENDPOINTS: u64 = 100;
 /// How long the page waits for the exchange.
 const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -60,18 +54,20 @@ struct Sections {
     webhooks: bool,
 }
 
-pub async fn status_page(
-    req: HttpRequest,
-    state: web::Data<AppState>,
-) -> Result<HttpResponse, ApiError> {
-    let sections = if state.settings.server.status_page_public {
+/// What the viewer may see, or the answer to give instead: the login prompt for a missing or
+/// refused key, the health-only 503 page while the key cannot be checked.
+async fn viewer(
+    req: &HttpRequest,
+    state: &AppState,
+) -> Result<Result<Sections, HttpResponse>, ApiError> {
+    Ok(Ok(if state.settings.server.status_page_public {
         Sections {
             runs: true,
             exchange: true,
             webhooks: true,
         }
     } else {
-        let caller = match authenticate(&state, req.headers()).await {
+        let caller = match authenticate(state, req.headers()).await {
             Ok(caller) => caller,
             Err(err)
                 if matches!(
@@ -85,20 +81,20 @@ pub async fn status_page(
                     header::WWW_AUTHENTICATE,
                     HeaderValue::from_static(r#"Basic realm="payroll status", charset="UTF-8""#),
                 );
-                return Ok(res);
+                return Ok(Err(res));
             }
             // The key cannot be checked while the database is away: the page says so.
             Err(err) if err.code == ErrorCode::ServiceUnavailable => {
                 let mut html = String::with_capacity(2048);
                 page_head(&mut html);
-                render_health(&mut html, &state, None);
+                render_health(&mut html, state, None);
                 html.push_str(
                     "<p class=\"muted\">The API key could not be checked; the rest of the page \
                      shows once the database answers.</p></main></body></html>\n",
                 );
                 let mut res = page(html);
                 *res.status_mut() = actix_web::http::StatusCode::SERVICE_UNAVAILABLE;
-                return Ok(res);
+                return Ok(Err(res));
             }
             Err(err) => return Err(err),
         };
@@ -107,6 +103,16 @@ pub async fn status_page(
             exchange: auth::grants(&caller.scopes, Scope::TreasuryRead),
             webhooks: auth::grants(&caller.scopes, Scope::WebhooksManage),
         }
+    }))
+}
+
+pub async fn status_page(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let sections = match viewer(&req, &state).await? {
+        Ok(sections) => sections,
+        Err(answer) => return Ok(answer),
     };
 
     let mut html = String::with_capacity(16 * 1024);
@@ -189,8 +195,8 @@ pub async fn status_page(
     if db_down {
         database_away(&mut html);
     } else if sections.webhooks {
-        match endpoints(&state).await {
-            Ok(list) => render_endpoints(&mut html, &list),
+        match endpoints::endpoints(&state).await {
+            Ok(list) => endpoints::render_endpoints(&mut html, &list),
             Err(err) => {
                 tracing::warn!(error = %err, "status page: endpoints not read");
                 html.push_str(
@@ -378,7 +384,7 @@ fn render_runs(html: &mut String, runs: &[payroll_run::Model]) {
         let _ = write!(
             html,
             concat!(
-                "<tr class=\"run\" data-run-id=\"{id}\"><td><code>{id}</code>{test}</td><td>{label}</td>",
+                "<tr class=\"run\" data-run-id=\"{id}\"><td><a href=\"/status/runs/{id}\"><code>{id}</code></a>{test}</td><td>{label}</td>",
                 "<td>{status}</td><td><span class=\"progress\">{done} / {total} done</span>",
                 "<div class=\"bar\"><span style=\"width:{percent}%\"></span></div></td>",
                 "<td>{completed}</td><td>{failed}</td><td>{processing}</td><td>{pending}</td>",
@@ -534,140 +540,6 @@ fn render_rate_limit(html: &mut String, exchange: &ExchangeState) {
     );
 }
 
-/// An endpoint with its delivery figures.
-struct EndpointHealth {
-    endpoint: webhook_endpoint::Model,
-    pending: i64,
-    failed: i64,
-    last_success: Option<DateTime<Utc>>,
-}
-
-async fn endpoints(state: &AppState) -> Result<Vec<EndpointHealth>, sea_orm::DbErr> {
-    let conn = &state.db.conn;
-    let list = webhook_endpoint::Entity::find()
-        .filter(webhook_endpoint::Column::DeletedAt.is_null())
-        .order_by_desc(webhook_endpoint::Column::CreatedAt)
-        .limit(MAX_ENDPOINTS)
-        .all(conn)
-        .await?;
-    if list.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<String> = list.iter().map(|e| e.id.clone()).collect();
-    let counts: Vec<(String, DeliveryStatus, i64)> = webhook_delivery::Entity::find()
-        .select_only()
-        .column(webhook_delivery::Column::EndpointId)
-        .column(webhook_delivery::Column::Status)
-        .column_as(
-            Expr::expr(Func::count(Expr::col(webhook_delivery::Column::Id))),
-            "n",
-        )
-        .filter(webhook_delivery::Column::EndpointId.is_in(ids.clone()))
-        .filter(
-            webhook_delivery::Column::Status
-                .is_in([DeliveryStatus::Pending, DeliveryStatus::Failed]),
-        )
-        .group_by(webhook_delivery::Column::EndpointId)
-        .group_by(webhook_delivery::Column::Status)
-        .into_tuple()
-        .all(conn)
-        .await?;
-    let last: Vec<(String, Option<DateTime<Utc>>)> = webhook_delivery::Entity::find()
-        .select_only()
-        .column(webhook_delivery::Column::EndpointId)
-        .column_as(
-            Expr::expr(Func::max(Expr::col(webhook_delivery::Column::CompletedAt))),
-            "last",
-        )
-        .filter(webhook_delivery::Column::EndpointId.is_in(ids))
-        .filter(webhook_delivery::Column::Status.eq(DeliveryStatus::Succeeded))
-        .group_by(webhook_delivery::Column::EndpointId)
-        .into_tuple()
-        .all(conn)
-        .await?;
-    let mut figures: HashMap<String, (i64, i64)> = HashMap::new();
-    for (endpoint_id, status, n) in counts {
-        let entry = figures.entry(endpoint_id).or_default();
-        match status {
-            DeliveryStatus::Pending => entry.0 += n,
-            DeliveryStatus::Failed => entry.1 += n,
-            DeliveryStatus::Succeeded => {}
-        }
-    }
-    let last: HashMap<String, Option<DateTime<Utc>>> = last.into_iter().collect();
-    Ok(list
-        .into_iter()
-        .map(|endpoint| {
-            let (pending, failed) = figures.get(&endpoint.id).copied().unwrap_or_default();
-            let last_success = last.get(&endpoint.id).copied().flatten();
-            EndpointHealth {
-                endpoint,
-                pending,
-                failed,
-                last_success,
-            }
-        })
-        .collect())
-}
-
-fn render_endpoints(html: &mut String, list: &[EndpointHealth]) {
-    if list.is_empty() {
-        html.push_str("<p class=\"muted\">No webhook endpoints.</p>");
-        return;
-    }
-    html.push_str(concat!(
-        "<table id=\"webhooks\"><tr><th>Endpoint</th><th>URL</th><th>Status</th>",
-        "<th>Pending</th><th>Failed</th><th>Last success</th></tr>"
-    ));
-    for item in list {
-        let e = &item.endpoint;
-        let status = match &e.disabled_reason {
-            Some(reason) if e.status != WebhookStatus::Active => format!(
-                "<span class=\"bad\">{}</span><br><span class=\"muted\">{}</span>",
-                escape(e.status.as_str()),
-                escape(reason)
-            ),
-            _ if e.status != WebhookStatus::Active => {
-                format!("<span class=\"bad\">{}</span>", escape(e.status.as_str()))
-            }
-            _ => format!("<span class=\"ok\">{}</span>", escape(e.status.as_str())),
-        };
-        let _ = write!(
-            html,
-            concat!(
-                "<tr><td><code>{id}</code></td><td>{url}</td><td>{status}</td>",
-                "<td>{pending}</td><td>{failed}</td><td>{last}</td></tr>"
-            ),
-            id = escape(&e.id),
-            url = escape(&display_url(&e.url)),
-            status = status,
-            pending = item.pending,
-            failed = item.failed,
-            last = item
-                .last_success
-                .map(|t| escape(&time::format(&t)))
-                .unwrap_or_else(|| "never".to_owned()),
-        );
-    }
-    html.push_str("</table>");
-}
-
-/// A URL without credentials, query or fragment, which may carry tokens.
-fn display_url(url: &str) -> String {
-    let without_query = url.split(['?', '#']).next().unwrap_or_default();
-    match without_query.split_once("://") {
-        Some((scheme, rest)) => {
-            let (authority, path) = match rest.find('/') {
-                Some(i) => rest.split_at(i),
-                None => (rest, ""),
-            };
-            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-            format!("{scheme}://{host}{path}")
-        }
-        None => without_query.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -677,18 +549,5 @@ mod tests {
         assert_eq!(rounded(5.999988000024), "6");
         assert_eq!(rounded(2.5), "2.5");
         assert_eq!(rounded(0.333333), "0.33");
-    }
-
-    #[test]
-    fn urls_lose_credentials_and_queries() {
-        assert_eq!(
-            display_url("https://user:pw@hooks.example.com/in/1?token=abc#x"),
-            "https://hooks.example.com/in/1"
-        );
-        assert_eq!(
-            display_url("http://127.0.0.1:9/ok"),
-            "http://127.0.0.1:9/ok"
-        );
-        assert_eq!(display_url("https://a.example"), "https://a.example");
     }
 }

@@ -351,3 +351,77 @@ async fn the_last_hour_is_drawn_from_samples_of_the_metrics() {
     assert!(html.contains("Withdrawals answered, by outcome"));
     assert!(!html.contains("<script"));
 }
+
+#[actix_web::test]
+async fn a_run_has_its_own_page() {
+    let app = spawn_app_with(|s| {
+        s.exchange.withdrawals_per_second = 50;
+        s.exchange.burst = 50;
+    })
+    .await;
+    let run_id = funded_run(&app, 3, "Own page").await;
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    app.wait_for_run(&run_id, 30, |r| r["status"] == "COMPLETED")
+        .await;
+    let auth = bearer(&app.key);
+    let path = format!("/status/runs/{run_id}");
+    // The run rows of /status link here.
+    let status = page(&app, &[("Authorization", &auth)]).await;
+    assert!(
+        status.text.contains(&format!("href=\"{path}\"")),
+        "{}",
+        status.text
+    );
+    let res = app
+        .send("GET", &path, None, None, None, &[("Authorization", &auth)])
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    assert_eq!(
+        res.header("content-security-policy"),
+        Some(payroll::routes::html::CONTENT_SECURITY_POLICY)
+    );
+    let html = &res.text;
+    assert!(html.contains("3 / 3 done"), "{html}");
+    assert!(html.contains("<table id=\"job\">"), "{html}");
+    assert!(html.contains("payroll.run.completed"), "{html}");
+    assert!(
+        html.contains("No stuck payouts") || html.contains("id=\"stuck\""),
+        "{html}"
+    );
+    assert_eq!(html.matches("<svg role=\"img\"").count(), 2, "{html}");
+    let completed = series_points(html, "completed").expect("a completed line");
+    assert!(completed > 1, "{html}");
+    assert!(series_points(html, "limit").is_some(), "{html}");
+    assert!(!html.contains("<script"));
+    // Same access rule as /status: no key, a key without payroll:read, an unknown run.
+    let res = app.send("GET", &path, None, None, None, &[]).await;
+    assert_eq!(res.status, 401);
+    let (narrow, _) = app.key_with(&["treasury:read"]).await;
+    let res = app
+        .send(
+            "GET",
+            &path,
+            None,
+            None,
+            None,
+            &[("Authorization", &bearer(&narrow))],
+        )
+        .await;
+    assert_eq!(res.status, 200);
+    assert!(res.text.contains("payroll:read"), "{}", res.text);
+    assert!(!res.text.contains("3 / 3 done"), "{}", res.text);
+    let res = app
+        .send(
+            "GET",
+            "/status/runs/run_nope",
+            None,
+            None,
+            None,
+            &[("Authorization", &auth)],
+        )
+        .await;
+    assert_eq!(res.status, 404, "{}", res.text);
+}

@@ -21,10 +21,10 @@ pub const CAPACITY: usize = 360;
 /// Time between samples.
 pub const INTERVAL: Duration = Duration::from_secs(10);
 
-/// A chart: its title, unit, and the series it draws.
-struct Chart {
-    title: &'static str,
-    unit: &'static str,
+/// A chart: its title and unit.
+pub struct Chart {
+    pub title: &'static str,
+    pub unit: &'static str,
 }
 
 const CHARTS: &[Chart] = &[
@@ -246,16 +246,21 @@ pub fn render(html: &mut String, samples: &[Sample], now_ms: i64) {
                 }
             }
         }
-        render_chart(html, chart, &series, now_ms);
+        let span_ms = (CAPACITY as i64) * INTERVAL.as_millis() as i64;
+        let window = (now_ms - span_ms, now_ms, "−60 min");
+        render_chart(html, chart, &series, window);
     }
     html.push_str("</div>");
 }
 
-fn render_chart(
+/// One chart of `series` (name → (time, value) points) over `window` (start and end in Unix
+/// ms, and the start's label; the end is "now"): axes, the top value, a line per series and
+/// a legend with each one's current value.
+pub fn render_chart(
     html: &mut String,
     chart: &Chart,
     series: &BTreeMap<&str, Vec<(i64, f64)>>,
-    now_ms: i64,
+    (start_ms, now_ms, start_label): (i64, i64, &str),
 ) {
     let top = series
         .values()
@@ -263,7 +268,7 @@ fn render_chart(
         .map(|(_, v)| *v)
         .fold(0.0_f64, f64::max);
     let top = if top <= 0.0 { 1.0 } else { top };
-    let span_ms = (CAPACITY as i64) * INTERVAL.as_millis() as i64;
+    let span_ms = (now_ms - start_ms).max(1);
     let x =
         |at: i64| LEFT + WIDTH * (1.0 - ((now_ms - at) as f64 / span_ms as f64).clamp(0.0, 1.0));
     let y = |v: f64| TOP + HEIGHT * (1.0 - (v / top).clamp(0.0, 1.0));
@@ -285,8 +290,9 @@ fn render_chart(
          <line x1=\"{LEFT}\" y1=\"{b}\" x2=\"{r}\" y2=\"{b}\"/></g>\
          <g font-size=\"10\" fill=\"#555\"><text x=\"{tx}\" y=\"{ty}\" text-anchor=\"end\">{}</text>\
          <text x=\"{tx}\" y=\"{b}\" text-anchor=\"end\">0</text>\
-         <text x=\"{LEFT}\" y=\"{m}\">−60 min</text><text x=\"{r}\" y=\"{m}\" text-anchor=\"end\">now</text></g>",
+         <text x=\"{LEFT}\" y=\"{m}\">{}</text><text x=\"{r}\" y=\"{m}\" text-anchor=\"end\">now</text></g>",
         number(top),
+        escape(start_label),
         b = TOP + HEIGHT,
         r = LEFT + WIDTH,
         tx = LEFT - 4.0,
