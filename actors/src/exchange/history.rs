@@ -61,6 +61,7 @@ impl Record<'_> {
         .collect();
         let reported = Reported {
             missing,
+            also: Vec::new(),
             currency: (!self.currency.is_empty()).then(|| self.currency.to_owned()),
             amount: self.received,
             network,
@@ -124,4 +125,82 @@ pub fn compact_ids(
         }
     }
     wanted
+}
+
+/// What the exchange knows of one client id from all the records it holds under it (an
+/// exchange that does not refuse a repeated id may hold several). One record: its status.
+/// Several: those that failed moved no money; if one other is left, it is the withdrawal; if
+/// more are, money left more than once, and the first is reported with the others' ids in
+/// [`Reported::also`], a mismatch that makes the payout stuck for an operator.
+pub fn combine(statuses: Vec<RemoteStatus>) -> RemoteStatus {
+    let mut seen = std::collections::HashSet::new();
+    let statuses: Vec<RemoteStatus> = statuses
+        .into_iter()
+        .filter(|s| seen.insert(cex_id_of(s).to_owned()))
+        .collect();
+    let (failed, mut live): (Vec<RemoteStatus>, Vec<RemoteStatus>) = statuses
+        .into_iter()
+        .filter(|s| !matches!(s, RemoteStatus::Unknown))
+        .partition(|s| matches!(s, RemoteStatus::Failed { .. }));
+    if live.is_empty() {
+        return failed.into_iter().next().unwrap_or(RemoteStatus::Unknown);
+    }
+    let others: Vec<String> = live
+        .iter()
+        .skip(1)
+        .map(|s| cex_id_of(s).to_owned())
+        .collect();
+    let mut first = live.swap_remove(0);
+    if let RemoteStatus::Pending { reported, .. } | RemoteStatus::Completed { reported, .. } =
+        &mut first
+    {
+        reported.also = others;
+    }
+    first
+}
+
+fn cex_id_of(status: &RemoteStatus) -> &str {
+    match status {
+        RemoteStatus::Unknown => "",
+        RemoteStatus::Pending { cex_id, .. }
+        | RemoteStatus::Completed { cex_id, .. }
+        | RemoteStatus::Failed { cex_id, .. } => cex_id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(id: &str) -> RemoteStatus {
+        RemoteStatus::Pending {
+            cex_id: id.into(),
+            reported: Reported::default(),
+        }
+    }
+
+    fn failed(id: &str) -> RemoteStatus {
+        RemoteStatus::Failed {
+            cex_id: id.into(),
+            reason: "cancelled".into(),
+        }
+    }
+
+    #[test]
+    fn several_withdrawals_under_one_id_are_never_taken_for_one() {
+        assert_eq!(combine(vec![pending("a")]), pending("a"));
+        // A failed one beside a live one: the live one is the withdrawal, never FAILED.
+        assert_eq!(combine(vec![failed("a"), pending("b")]), pending("b"));
+        assert_eq!(combine(vec![failed("a"), failed("b")]), failed("a"));
+        // The same record read twice (paging) is one.
+        assert_eq!(combine(vec![pending("a"), pending("a")]), pending("a"));
+        // Two live ones: money left twice, reported for an operator.
+        match combine(vec![pending("a"), failed("c"), pending("b")]) {
+            RemoteStatus::Pending { cex_id, reported } => {
+                assert_eq!(cex_id, "a");
+                assert_eq!(reported.also, vec!["b".to_owned()]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -173,6 +173,9 @@ pub struct Reported {
     pub address: Option<String>,
     /// Fields the record left empty (`amount`, `address`…): what it withdrew is not known.
     pub missing: Vec<&'static str>,
+    /// The exchange's ids of further withdrawals it made under the same client id: money left
+    /// more than once, which only an operator can sort out.
+    pub also: Vec<String>,
 }
 
 impl Reported {
@@ -180,6 +183,13 @@ impl Reported {
     /// anything.
     pub fn mismatch(&self, amount: Cents, network: Network, address: &str) -> Option<String> {
         let mut wrong = Vec::new();
+        if !self.also.is_empty() {
+            wrong.push(format!(
+                "the exchange made {} more withdrawal(s) under this client id: {}",
+                self.also.len(),
+                cut_exchange_text(&self.also.join(", "))
+            ));
+        }
         if !self.missing.is_empty() {
             wrong.push(format!("not reported: {}", self.missing.join(", ")));
         }
@@ -365,11 +375,18 @@ pub trait ExchangeProvider: Send + Sync {
         _amount: Cents,
         _note: Option<String>,
     ) -> Result<treasury_transfer::Model, ExchangeError> {
-        let balances = self.balances().await?;
+        let (deposit_address, network) = self.deposit().await?;
         Err(ExchangeError::TransferUnsupported {
-            deposit_address: balances.deposit_address,
-            network: balances.network,
+            deposit_address,
+            network,
         })
+    }
+
+    /// Where funds are sent to the exchange account, and on which network (by default read
+    /// with the balances; a provider that keeps it answers without a call).
+    async fn deposit(&self) -> Result<(String, Network), ExchangeError> {
+        let balances = self.balances().await?;
+        Ok((balances.deposit_address, balances.network))
     }
 
     /// Transfers, newest first, with their current status (none by default: nothing moves
@@ -496,8 +513,15 @@ mod tests {
             network: Some(Network::Base),
             address: Some("0x5aaeb6053f3e94c9b9a09f33669435e7ef1beaed".into()),
             missing: Vec::new(),
+            also: Vec::new(),
         };
         assert_eq!(honest.mismatch(sent.0, sent.1, sent.2), None);
+        let twice = Reported {
+            also: vec!["w2".into()],
+            ..honest.clone()
+        };
+        let why = twice.mismatch(sent.0, sent.1, sent.2).expect("a mismatch");
+        assert!(why.contains("1 more withdrawal(s)"), "{why}");
         let silent = Reported {
             amount: None,
             address: None,

@@ -170,6 +170,7 @@ fn remote_status(w: &sandbox_withdrawal::Model) -> RemoteStatus {
         network: Some(w.network),
         address: Some(w.address.clone()),
         missing: Vec::new(),
+        also: Vec::new(),
     };
     match w.status {
         SandboxWithdrawalStatus::Pending => RemoteStatus::Pending {

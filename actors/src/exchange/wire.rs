@@ -83,6 +83,39 @@ pub enum Rounding {
     Up,
 }
 
+/// Decimal places [`units`] keeps: Binance prints amounts with 8.
+pub const UNIT_DECIMALS: u32 = 8;
+
+/// A non-negative decimal string ("0.00500000", "12") in units of 10^-8 exactly, trailing
+/// zeros beyond the eighth decimal allowed; `None` for anything else (more precision, not a
+/// number).
+pub fn units(text: &str) -> Option<i128> {
+    let (whole, fraction) = match text.split_once('.') {
+        Some((w, f)) => (w, f.trim_end_matches('0')),
+        None => (text, ""),
+    };
+    if whole.is_empty()
+        || !whole.bytes().all(|b| b.is_ascii_digit())
+        || !fraction.bytes().all(|b| b.is_ascii_digit())
+        || fraction.len() > UNIT_DECIMALS as usize
+        || whole.len() > 20
+    {
+        return None;
+    }
+    let whole: i128 = whole.parse().ok()?;
+    let fraction: i128 = if fraction.is_empty() {
+        0
+    } else {
+        format!("{fraction:0<8}").parse().ok()?
+    };
+    whole
+        .checked_mul(10_i128.pow(UNIT_DECIMALS))?
+        .checked_add(fraction)
+}
+
+/// Units of 10^-8 in a cent.
+pub const UNITS_PER_CENT: i128 = 1_000_000;
+
 /// Cents as a USDC decimal string, as exchanges take it: 1234 → "12.34".
 pub fn cents_to_amount(cents: Cents) -> String {
     cents.display_usd()
@@ -193,6 +226,20 @@ mod tests {
             "01arz3ndektsv4rrffq69g5fav1",
         ] {
             assert_eq!(from_compact_client_id(theirs), None, "{theirs}");
+        }
+    }
+
+    #[test]
+    fn units_read_eight_decimals_exactly() {
+        assert_eq!(units("0.01000000"), Some(UNITS_PER_CENT));
+        assert_eq!(units("0.00000001"), Some(1));
+        assert_eq!(units("12"), Some(1_200_000_000));
+        assert_eq!(units("0.004"), Some(400_000));
+        assert_eq!(units("0.000000001"), None);
+        assert_eq!(units("0.0000000010"), None);
+        assert_eq!(units("0.00000001000"), Some(1));
+        for bad in ["", ".5", "-1", "1e3", "abc"] {
+            assert_eq!(units(bad), None, "{bad}");
         }
     }
 

@@ -128,10 +128,20 @@ pub fn readings(text: &str) -> Readings {
     out
 }
 
+/// The value of label `name` in `a="1",b="2"` (the recorder's own rendering: names are
+/// identifiers, and the values these charts split on carry no quotes).
 fn label_value(labels: &str, name: &str) -> Option<String> {
-    let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
-    let end = labels[start..].find('"')? + start;
-    Some(labels[start..end].to_owned())
+    let key = format!("{name}=\"");
+    let mut from = 0;
+    while let Some(at) = labels[from..].find(&key).map(|i| i + from) {
+        if at == 0 || labels.as_bytes()[at - 1] == b',' {
+            let start = at + key.len();
+            let end = labels[start..].find('"')? + start;
+            return Some(labels[start..end].to_owned());
+        }
+        from = at + key.len();
+    }
+    None
 }
 
 /// The figures of a sample from two readings `seconds` apart (counters as rates).
@@ -327,9 +337,9 @@ pub fn render_chart(
     let _ = write!(html, "</svg><div class=\"legend\">{legend}</div></figure>");
 }
 
-/// A value as a chart labels it: whole above 10, two decimals below.
+/// A value as a chart labels it: whole when it is whole or above 10, two decimals below.
 fn number(v: f64) -> String {
-    if v >= 10.0 || v == 0.0 {
+    if v >= 10.0 || v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")

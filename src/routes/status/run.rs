@@ -48,6 +48,9 @@ pub async fn run_page(
         html.push_str("</main></body></html>\n");
         return Ok(page(html));
     }
+    if !payroll_entities::ids::is_well_formed(payroll_entities::ids::IdKind::Run, &run_id) {
+        return Err(ApiError::not_found("payroll run", &run_id));
+    }
     let conn = &state.db.conn;
     let Some(run) = payroll_run::Entity::find_by_id(run_id.clone())
         .one(conn)
@@ -125,9 +128,15 @@ pub async fn run_page(
     }
 
     html.push_str("<h2>Last events</h2>");
+    // Event ids sort by time: the walk back from the newest stops at the run's creation.
+    let since = ulid::Ulid::from_parts(
+        u64::try_from(run.created_at.timestamp_millis() - 1000).unwrap_or(0),
+        0,
+    );
     let events = event::Entity::find()
         .filter(event::Column::ResourceId.eq(run.id.clone()))
-        .order_by_desc(event::Column::CreatedAt)
+        .filter(event::Column::Id.gte(format!("evt_{since}")))
+        .order_by_desc(event::Column::Id)
         .limit(MAX_EVENTS)
         .all(conn)
         .await?;

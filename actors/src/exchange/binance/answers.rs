@@ -5,7 +5,7 @@ use payroll_entities::Cents;
 
 use crate::exchange::{
     WithdrawalOutcome,
-    binance::protocol::{self, CodeClass, Rounding},
+    binance::protocol::{self, CodeClass},
     cut_exchange_text,
     http::Answer,
 };
@@ -17,27 +17,17 @@ pub(super) const BAN_BACKOFF_MS: u64 = 120_000;
 
 /// The step of a `withdrawIntegerMultiple` in cents: any amount of whole cents when a cent is
 /// a multiple of it (or none is given), whole multiples of it when it is whole cents; `None`
-/// otherwise (no amount of cents could be sure to fit).
+/// otherwise (no amount of cents could be sure to fit). Binance prints it with 8 decimals
+/// ("0.01000000", "0.00000001").
 pub(super) fn step_cents(multiple: &str) -> Option<Cents> {
+    use crate::exchange::wire::{UNITS_PER_CENT, units};
     if multiple.is_empty() {
         return Some(Cents(1));
     }
-    // In millionths of a dollar: exact for up to six decimals, as Binance quotes them.
-    let down = protocol::amount_to_cents(multiple, Rounding::Down)?;
-    let fraction = multiple.split_once('.').map_or("", |(_, f)| f);
-    if fraction.len() > 6 {
-        return None;
-    }
-    let micro_rest: i64 = if fraction.len() > 2 {
-        format!("{:0<4}", &fraction[2..]).parse().ok()?
-    } else {
-        0
-    };
-    let micro = down.0.checked_mul(10_000)?.checked_add(micro_rest)?;
-    match micro {
+    match units(multiple)? {
         0 => Some(Cents(1)),
-        m if 10_000 % m == 0 => Some(Cents(1)),
-        m if m % 10_000 == 0 => Some(Cents(m / 10_000)),
+        m if UNITS_PER_CENT % m == 0 => Some(Cents(1)),
+        m if m % UNITS_PER_CENT == 0 => i64::try_from(m / UNITS_PER_CENT).ok().map(Cents),
         _ => None,
     }
 }
@@ -175,5 +165,9 @@ mod tests {
         assert_eq!(step_cents("1"), Some(Cents(100)));
         assert_eq!(step_cents("0.003"), None);
         assert_eq!(step_cents("0.015"), None);
+        // As config/getall prints them.
+        assert_eq!(step_cents("0.01000000"), Some(Cents(1)));
+        assert_eq!(step_cents("0.00000001"), Some(Cents(1)));
+        assert_eq!(step_cents("1.00000000"), Some(Cents(100)));
     }
 }

@@ -16,7 +16,8 @@ use super::{
 };
 use crate::exchange::{
     ExchangeError, RemoteStatus,
-    history::{Record, compact_ids, exact_cents},
+    history::{Record, combine, compact_ids},
+    wire::{UNITS_PER_CENT, units},
 };
 use awc::http::Method;
 
@@ -51,7 +52,7 @@ impl BinanceProvider {
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
         let mut out = HashMap::with_capacity(client_ids.len());
         // Ours → Binance's form; an id with no Binance form was never sent.
-        let mut wanted = compact_ids(client_ids, &mut out);
+        let wanted = compact_ids(client_ids, &mut out);
         // Binance's clock, as last read: its history is stamped by it.
         let now_ms = Utc::now().timestamp_millis()
             + self
@@ -59,13 +60,15 @@ impl BinanceProvider {
                 .load(std::sync::atomic::Ordering::Relaxed)
             + CLOCK_MARGIN_MS;
         let floor_ms = sent_since.map(|s| s.timestamp_millis() - CLOCK_MARGIN_MS);
+        // Never an empty range (a clock of ours ahead of Binance's): that would read nothing
+        // and call every id unknown.
+        let now_ms = now_ms.max(floor_ms.unwrap_or(now_ms) + 2 * CLOCK_MARGIN_MS);
         if let (true, Some(floor)) = (wanted.len() >= PAGE_FROM, floor_ms)
-            && self
-                .read_history(&mut wanted, &mut out, floor, now_ms)
-                .await?
+            && let Some(mut found) = self.read_history(&wanted, floor, now_ms).await?
         {
-            for ours in wanted.into_values() {
-                out.insert(ours, RemoteStatus::Unknown);
+            for (theirs, ours) in wanted {
+                let records = found.remove(&theirs).unwrap_or_default();
+                out.insert(ours, combine(records));
             }
             return Ok(out);
         }
@@ -77,25 +80,27 @@ impl BinanceProvider {
         Ok(out)
     }
 
-    /// Reads the whole history from `floor_ms` to `now_ms`, taking the records of `wanted` ids
-    /// out of it into `out`. Answers whether it was all read (what is left is then unknown to
-    /// Binance); a history too long to page is left to look-ups by id.
+    /// Reads the whole history from `floor_ms` to `now_ms`, keeping every record of a `wanted`
+    /// id (Binance may hold several under one). Answers them by id when it was all read (an id
+    /// without a record is then unknown to Binance), `None` for a history too long to page
+    /// (the ids are then looked up one by one).
     async fn read_history(
         &self,
-        wanted: &mut HashMap<String, String>,
-        out: &mut HashMap<String, RemoteStatus>,
+        wanted: &HashMap<String, String>,
         floor_ms: i64,
         now_ms: i64,
-    ) -> Result<bool, ExchangeError> {
+    ) -> Result<Option<HashMap<String, Vec<RemoteStatus>>>, ExchangeError> {
+        let mut found: HashMap<String, Vec<RemoteStatus>> = HashMap::new();
         let mut pages_left = wanted.len() / PAGE_SIZE + 20;
-        for (start, end) in windows(floor_ms, now_ms, BATCH_WINDOW_MS) {
+        let ranges = windows(floor_ms, now_ms, BATCH_WINDOW_MS);
+        if ranges.is_empty() {
+            return Ok(None);
+        }
+        for (start, end) in ranges {
             let mut offset = 0;
             loop {
-                if wanted.is_empty() {
-                    return Ok(true);
-                }
                 if pages_left == 0 {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 pages_left -= 1;
                 let records: Vec<HistoryRecord> = self
@@ -115,8 +120,12 @@ impl BinanceProvider {
                 let full = records.len() >= PAGE_SIZE;
                 offset += records.len();
                 for record in records {
-                    if let Some(ours) = wanted.remove(&record.withdraw_order_id) {
-                        out.insert(ours, self.record_status(record));
+                    if wanted.contains_key(&record.withdraw_order_id) {
+                        let id = record.withdraw_order_id.clone();
+                        found
+                            .entry(id)
+                            .or_default()
+                            .push(self.record_status(record));
                     }
                 }
                 if !full {
@@ -124,7 +133,7 @@ impl BinanceProvider {
                 }
             }
         }
-        Ok(true)
+        Ok(Some(found))
     }
 
     /// Looks one id (Binance's form) up, window by window from the oldest.
@@ -142,6 +151,8 @@ impl BinanceProvider {
             // Never sent by our record: Binance's default, the last 7 days.
             None => vec![None],
         };
+        // Every window is read: Binance may hold several withdrawals under one id.
+        let mut statuses = Vec::new();
         for range in ranges {
             let mut params = vec![
                 ("coin", COIN.to_owned()),
@@ -159,27 +170,30 @@ impl BinanceProvider {
                     &params,
                 )
                 .await?;
-            if let Some(record) = records
-                .into_iter()
-                .find(|r| r.withdraw_order_id == order_id)
-            {
-                return Ok(self.record_status(record));
-            }
+            statuses.extend(
+                records
+                    .into_iter()
+                    .filter(|r| r.withdraw_order_id == order_id)
+                    .map(|r| self.record_status(r)),
+            );
         }
-        Ok(RemoteStatus::Unknown)
+        Ok(combine(statuses))
     }
 
     fn record_status(&self, record: HistoryRecord) -> RemoteStatus {
         // What the payee receives: what was asked for, less Binance's fee (none when it says
-        // none).
+        // none), in whole cents rounded down. A fee of less than a cent's precision was rounded
+        // up when it was added, so the payee receives the amount and a fraction of a cent more.
         let received = (!record.amount.is_empty()).then(|| {
             let fee = if record.transaction_fee.is_empty() {
-                Cents::ZERO
+                Some(0)
             } else {
-                exact_cents(&record.transaction_fee)
+                units(&record.transaction_fee)
             };
-            match exact_cents(&record.amount) {
-                amount if amount.0 >= 0 && fee.0 >= 0 => Cents(amount.0 - fee.0),
+            match (units(&record.amount), fee) {
+                (Some(amount), Some(fee)) if amount >= fee => {
+                    i64::try_from((amount - fee) / UNITS_PER_CENT).map_or(Cents(-1), Cents)
+                }
                 _ => Cents(-1),
             }
         });
@@ -216,7 +230,6 @@ mod tests {
     fn windows_cover_the_range_without_gaps() {
         assert_eq!(windows(0, 10, 4), vec![(0, 4), (4, 8), (8, 10)]);
         assert_eq!(windows(5, 5, 4), vec![]);
-        assert_eq!(exact_cents("12.340000"), Cents(1234));
-        assert_eq!(exact_cents("12.345"), Cents(-1));
+        assert_eq!(units("12.340000"), Some(1_234_000_000));
     }
 }

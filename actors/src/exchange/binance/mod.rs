@@ -305,6 +305,13 @@ impl BinanceProvider {
             }
             Err(CallError::NoAnswer(why)) => return Err(unavailable(path, &why)),
         };
+        if matches!(answer.status, 418 | 429) {
+            // Reached, and told to wait: the provider is paused until `Retry-After`.
+            return Err(ExchangeError::Paused(format!(
+                "Binance {path}: {}",
+                describe(&answer)
+            )));
+        }
         if !(200..300).contains(&answer.status) {
             return Err(unavailable(path, &describe(&answer)));
         }
@@ -317,7 +324,8 @@ impl BinanceProvider {
     }
 
     /// Every network's terms for USDC, read at most `ttl` ago. A failed read falls back on the
-    /// last one, however old, when there is one.
+    /// last one, however old, when there is one and `ttl` is not zero (a send never adds a fee
+    /// remembered from before).
     async fn quotes(&self, ttl: Duration) -> Result<HashMap<String, NetworkQuote>, ExchangeError> {
         let cached = lock(&self.quotes).clone();
         if let Some((at, quotes)) = &cached
@@ -336,7 +344,7 @@ impl BinanceProvider {
         {
             Ok(coins) => coins,
             Err(err) => {
-                return match cached {
+                return match cached.filter(|_| !ttl.is_zero()) {
                     Some((_, quotes)) => {
                         tracing::warn!(error = %err, "Binance's coin configuration could not be read; the last one is used");
                         Ok(quotes)
@@ -359,7 +367,13 @@ impl BinanceProvider {
                         quotes.insert(n.network, NetworkQuote { fee, minimum, step });
                     }
                     _ => {
-                        tracing::warn!(network = %n.network, fee = %n.withdraw_fee, min = %n.withdraw_min, multiple = %n.withdraw_integer_multiple, "Binance quoted terms in no whole cents; the network is left out")
+                        tracing::warn!(
+                            network = %cut_exchange_text(&n.network),
+                            fee = %cut_exchange_text(&n.withdraw_fee),
+                            min = %cut_exchange_text(&n.withdraw_min),
+                            multiple = %cut_exchange_text(&n.withdraw_integer_multiple),
+                            "Binance quoted terms in no whole cents; the network is left out"
+                        )
                     }
                 }
             }
@@ -539,6 +553,10 @@ impl ExchangeProvider for BinanceProvider {
         ))
     }
 
+    async fn deposit(&self) -> Result<(String, Network), ExchangeError> {
+        Ok((self.deposit_address().await?, self.deposit_network))
+    }
+
     async fn quote(&self, network: Network) -> Result<Option<Quote>, ExchangeError> {
         let Some(name) = self.networks.get(&network) else {
             return Ok(None);
@@ -558,6 +576,15 @@ impl ExchangeProvider for BinanceProvider {
     ) -> Vec<WithdrawalOutcome> {
         // Binance's current fees, read once for the batch: what each send adds.
         let quotes = self.quotes(SEND_QUOTE_TTL).await;
+        if Instant::now() > deadline {
+            // The read took the sends' time: none is sent, and none counts as sent.
+            return vec![
+                WithdrawalOutcome::RateLimited {
+                    retry_after_ms: RATE_LIMIT_BACKOFF_MS,
+                };
+                batch.len()
+            ];
+        }
         super::one_by_one("binance", batch, |request| {
             self.withdraw_one(request, &quotes, deadline)
         })

@@ -235,18 +235,23 @@ pub enum CodeClass {
     Credentials,
 }
 
-/// Classifies an error code (negative). A code not listed is ambiguous unless it is a
-/// request-form refusal (-1100 to -1199) or a wallet refusal (-4000 to -4199): an unknown
-/// answer is only ever reconciled, never taken as a refusal.
+/// Classifies an error code (negative). Only the codes documented as refusing the request
+/// before anything is done count as refusals: the request's form (-1100 to -1199) and the
+/// wallet refusals listed here. Any other code is ambiguous: an unknown answer is only ever
+/// reconciled, never taken as a refusal.
 pub fn classify_code(code: i64) -> CodeClass {
     match code {
         -1003 | -1015 | -4005 => CodeClass::RateLimited,
         -1021 => CodeClass::Timestamp,
         -1002 | -1022 | -2014 | -2015 | -4004 => CodeClass::Credentials,
-        // Unknown, disconnected, unexpected answer, timeout; failed to obtain a transfer id.
-        -1000 | -1001 | -1006 | -1007 | -4027 => CodeClass::Ambiguous,
-        c if (-1199..=-1100).contains(&c) || (-4199..=-4000).contains(&c) => CodeClass::Rejected,
-        -3001 | -3002 => CodeClass::Rejected,
+        c if (-1199..=-1100).contains(&c) => CodeClass::Rejected,
+        // Address or tag invalid, whitelist off or missing, 2FA, login or password delays,
+        // withdrawals limited, no such asset or not open, multiple, minimum, daily maximum, no
+        // balance, not more than the fee, illegal or suspect address, new address delay,
+        // deposit not confirmed, tag not supported, 2FA needed, no asset.
+        -4007 | -4008 | -4012 | -4013 | -4014 | -4015 | -4016 | -4017 | -4018 | -4019 | -4021
+        | -4022 | -4023 | -4024 | -4025 | -4026 | -4028 | -4033 | -4034 | -4035 | -4036 | -4060
+        | -4106 | -3001 | -3002 => CodeClass::Rejected,
         _ => CodeClass::Ambiguous,
     }
 }
@@ -344,7 +349,9 @@ mod tests {
         ] {
             assert_eq!(classify_code(code), CodeClass::Rejected, "{code}");
         }
-        for code in [-1000, -1001, -1006, -1007, -4027, -9999, 0] {
+        for code in [
+            -1000, -1001, -1006, -1007, -4027, -4030, -4032, -4045, -4199, -9999, 0,
+        ] {
             assert_eq!(classify_code(code), CodeClass::Ambiguous, "{code}");
         }
         assert_eq!(classify_answer(429, None), CodeClass::RateLimited);

@@ -1,6 +1,8 @@
 //! Looking withdrawals up in OKX's withdrawal history: one id with `clientId`, or many at once
 //! by paging the history (100 records a page, newest first) back to before the oldest send,
-//! which costs a page per hundred withdrawals instead of a call per id. An id is reported
+//! which costs a page per hundred withdrawals instead of a call per id. Every record under an
+//! id is kept: OKX does not document refusing a repeated `clientId`, so it may hold several
+//! (see [`combine`]). An id is reported
 //! unknown only when the history was read back past its send; anything less is looked up by
 //! id, since an id read as unknown may be sent again.
 
@@ -14,7 +16,7 @@ use super::{
 };
 use crate::exchange::{
     ExchangeError, RemoteStatus,
-    history::{Record, compact_ids, exact_cents},
+    history::{Record, combine, compact_ids, exact_cents},
 };
 
 /// Below this many ids, one call per id is cheaper than paging.
@@ -32,13 +34,13 @@ impl OkxProvider {
     ) -> Result<HashMap<String, RemoteStatus>, ExchangeError> {
         let mut out = HashMap::with_capacity(client_ids.len());
         // Ours → OKX's form; an id with no OKX form was never sent.
-        let mut wanted = compact_ids(client_ids, &mut out);
+        let wanted = compact_ids(client_ids, &mut out);
         if let (true, Some(since)) = (wanted.len() >= PAGE_FROM, sent_since) {
             let floor = since.timestamp_millis() - CLOCK_MARGIN_MS;
-            let covered = self.page_history(&mut wanted, &mut out, floor).await?;
-            if covered {
-                for ours in wanted.into_values() {
-                    out.insert(ours, RemoteStatus::Unknown);
+            if let Some(mut found) = self.page_history(&wanted, floor).await? {
+                for (theirs, ours) in wanted {
+                    let records = found.remove(&theirs).unwrap_or_default();
+                    out.insert(ours, combine(records));
                 }
                 return Ok(out);
             }
@@ -51,21 +53,19 @@ impl OkxProvider {
         Ok(out)
     }
 
-    /// Reads history pages, newest first, taking the records of `wanted` ids out of it into
-    /// `out`, until none is left or the pages reach back past `floor_ms`. Answers whether the
-    /// history was covered back to there (what is left is then unknown to OKX).
+    /// Reads history pages, newest first, back past `floor_ms`, keeping every record of a
+    /// `wanted` id (OKX may hold several under one). Answers them by id when the history was
+    /// covered back to there (an id without a record is then unknown to OKX), `None` when it
+    /// could not be (the ids are then looked up one by one).
     async fn page_history(
         &self,
-        wanted: &mut HashMap<String, String>,
-        out: &mut HashMap<String, RemoteStatus>,
+        wanted: &HashMap<String, String>,
         floor_ms: i64,
-    ) -> Result<bool, ExchangeError> {
+    ) -> Result<Option<HashMap<String, Vec<RemoteStatus>>>, ExchangeError> {
+        let mut found: HashMap<String, Vec<RemoteStatus>> = HashMap::new();
         let max_pages = wanted.len() / PAGE_SIZE + 20;
         let mut after: Option<i64> = None;
         for _ in 0..max_pages {
-            if wanted.is_empty() {
-                return Ok(true);
-            }
             let mut path = format!("/api/v5/asset/withdrawal-history?ccy={CCY}&limit={PAGE_SIZE}");
             if let Some(after) = after {
                 // Records before this instant; one millisecond later so that records sharing
@@ -80,19 +80,24 @@ impl OkxProvider {
                 .filter_map(|r| r.ts.parse::<i64>().ok())
                 .min();
             for record in records {
-                if let Some(ours) = wanted.remove(&record.client_id) {
-                    out.insert(ours, self.record_status(record));
+                if wanted.contains_key(&record.client_id) {
+                    let id = record.client_id.clone();
+                    found
+                        .entry(id)
+                        .or_default()
+                        .push(self.record_status(record));
                 }
             }
             match oldest {
-                None => return Ok(!full),
-                Some(oldest) if !full || oldest < floor_ms => return Ok(true),
-                // No progress: the page is all one instant; look the rest up by id.
-                Some(oldest) if after == Some(oldest) => return Ok(false),
+                None if full => return Ok(None),
+                None => return Ok(Some(found)),
+                Some(oldest) if !full || oldest < floor_ms => return Ok(Some(found)),
+                // No progress: the page is all one instant; look the ids up one by one.
+                Some(oldest) if after == Some(oldest) => return Ok(None),
                 Some(oldest) => after = Some(oldest),
             }
         }
-        Ok(wanted.is_empty())
+        Ok(None)
     }
 
     /// Looks one client id (OKX's form) up.
@@ -103,12 +108,13 @@ impl OkxProvider {
                 &format!("/api/v5/asset/withdrawal-history?ccy={CCY}&clientId={client_id}"),
             )
             .await?;
-        Ok(
-            match records.into_iter().find(|r| r.client_id == client_id) {
-                Some(record) => self.record_status(record),
-                None => RemoteStatus::Unknown,
-            },
-        )
+        Ok(combine(
+            records
+                .into_iter()
+                .filter(|r| r.client_id == client_id)
+                .map(|r| self.record_status(r))
+                .collect(),
+        ))
     }
 
     fn record_status(&self, record: WithdrawalRecord) -> RemoteStatus {

@@ -366,6 +366,10 @@ impl ExchangeProvider for OkxProvider {
         })
     }
 
+    async fn deposit(&self) -> Result<(String, Network), ExchangeError> {
+        Ok((self.deposit_address().await?, self.deposit_network))
+    }
+
     async fn quote(&self, network: Network) -> Result<Option<Quote>, ExchangeError> {
         // A network with no configured chain, or a chain OKX does not withdraw on now, cannot
         // be paid.
