@@ -225,7 +225,14 @@ pub async fn sample_every_interval(state: actix_web::web::Data<crate::state::App
         return;
     };
     loop {
-        crate::routes::prometheus::refresh(&state).await;
+        // The figures kept in the database are brought up to date when it answers at once;
+        // a database slow to answer (going down, not yet known to be) keeps them as they were
+        // rather than holding a connection for the sample.
+        let _ = actix_web::rt::time::timeout(
+            Duration::from_secs(1),
+            crate::routes::prometheus::refresh(&state),
+        )
+        .await;
         record(&handle.render(), chrono::Utc::now().timestamp_millis());
         actix_web::rt::time::sleep(INTERVAL).await;
     }
