@@ -24,11 +24,20 @@ pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
         .body(handle.render()))
 }
 
-/// Brings the figures read at scrape time up to date: database up, those kept in the database,
-/// the pool's and the mailboxes'.
-pub async fn refresh(state: &AppState) {
+/// Brings the figures of this process up to date without a query: database up (as the health
+/// watch knows it), the pool's and the mailboxes'.
+pub fn refresh_in_process(state: &AppState) {
     let health = state.db.health().state();
     metrics::gauge!("payroll_database_up").set(if health.is_up() { 1.0 } else { 0.0 });
+    refresh_pool_gauges(state);
+    payroll_actors::telemetry::publish_mailbox_depths();
+}
+
+/// Brings the figures read at scrape time up to date: those of this process and those kept in
+/// the database.
+pub async fn refresh(state: &AppState) {
+    refresh_in_process(state);
+    let health = state.db.health().state();
     // While the database is unreachable the figures kept there keep their last value; the
     // scrape is answered at once rather than after the pool's timeout.
     if !matches!(health, Health::Unreachable { .. })
@@ -37,8 +46,6 @@ pub async fn refresh(state: &AppState) {
         // The rest of the figures are still worth having; these keep their last value.
         tracing::debug!(error = %err, "metrics: database figures not refreshed");
     }
-    refresh_pool_gauges(state);
-    payroll_actors::telemetry::publish_mailbox_depths();
 }
 
 async fn refresh_database_gauges(state: &AppState) -> Result<(), sea_orm::DbErr> {

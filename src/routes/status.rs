@@ -129,6 +129,10 @@ pub async fn status_page(
     } else {
         email_backlog(&state).await
     };
+    if let Some(pending) = backlog {
+        // What the chart of the last hour samples between scrapes of /metrics.
+        metrics::gauge!("payroll_email_outbox_pending").set(pending as f64);
+    }
     render_health(&mut html, &state, backlog);
 
     html.push_str("<h2>Runs</h2>");

@@ -225,14 +225,9 @@ pub async fn sample_every_interval(state: actix_web::web::Data<crate::state::App
         return;
     };
     loop {
-        // The figures kept in the database are brought up to date when it answers at once;
-        // a database slow to answer (going down, not yet known to be) keeps them as they were
-        // rather than holding a connection for the sample.
-        let _ = actix_web::rt::time::timeout(
-            Duration::from_secs(1),
-            crate::routes::prometheus::refresh(&state),
-        )
-        .await;
+        // No query of its own: a sample never holds a database connection (the email backlog,
+        // kept in the database, is as the last `/metrics` scrape or `/status` view counted it).
+        crate::routes::prometheus::refresh_in_process(&state);
         record(&handle.render(), chrono::Utc::now().timestamp_millis());
         actix_web::rt::time::sleep(INTERVAL).await;
     }
