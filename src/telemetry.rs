@@ -270,4 +270,17 @@ fn describe_metrics() {
         "payroll_stuck_payouts_reported_total",
         "Payouts found processing at the exchange past exchange.stuck_after_ms."
     );
+    describe_gauge!(
+        "payroll_actor_mailbox_limit",
+        "Messages that may wait for actors of this kind before the API's senders are refused."
+    );
+    describe_gauge!(
+        "payroll_runs",
+        "Runs by status (counted at scrape)."
+    );
+    describe_gauge!(
+        "payroll_payouts_stuck",
+        "Payouts stuck now, waiting for an operator (counted at scrape)."
+    );
+    payroll_actors::telemetry::register_closed_sets();
 }

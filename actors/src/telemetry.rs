@@ -96,6 +96,55 @@ pub fn actor_started(kind: ActorKind) {
     metrics::counter!("payroll_actor_restarts_total", "actor" => kind.as_str()).increment(0);
 }
 
+/// The depth at which senders that can say no (the API's handlers) are refused, per kind.
+pub fn mailbox_limit(kind: ActorKind) -> i64 {
+    match kind {
+        ActorKind::AuditWriter => AUDIT_BACKLOG_LIMIT,
+        _ => MAILBOX_LIMIT,
+    }
+}
+
+/// Every series whose labels come from a closed set, at zero (or its bound), so a dashboard or
+/// an alert sees a zero rather than a gap before the first event of its kind.
+pub fn register_closed_sets() {
+    for kind in ActorKind::ALL {
+        let actor = kind.as_str();
+        metrics::gauge!("payroll_actor_mailbox_limit", "actor" => actor)
+            .set(mailbox_limit(*kind) as f64);
+        metrics::gauge!("payroll_actor_mailbox_depth", "actor" => actor)
+            .set(DEPTH[kind.index()].load(Ordering::Relaxed) as f64);
+        metrics::gauge!("payroll_actors_alive", "actor" => actor)
+            .increment(0.0);
+        metrics::counter!("payroll_actor_restarts_total", "actor" => actor).increment(0);
+        metrics::counter!("payroll_actor_messages_refused_total", "actor" => actor).increment(0);
+    }
+    for outcome in WITHDRAWAL_OUTCOMES {
+        metrics::counter!("payroll_withdrawals_total", "outcome" => *outcome).increment(0);
+    }
+    for outcome in ["completed", "failed"] {
+        metrics::counter!("payroll_payouts_settled_total", "outcome" => outcome).increment(0);
+    }
+    for outcome in ["succeeded", "failed"] {
+        metrics::counter!("payroll_webhook_deliveries_total", "outcome" => outcome).increment(0);
+    }
+    for outcome in ["sent", "failed", "transport_down"] {
+        metrics::counter!("payroll_emails_total", "outcome" => outcome).increment(0);
+    }
+    metrics::counter!("payroll_webhook_endpoints_disabled_total").increment(0);
+    metrics::counter!("payroll_stuck_payouts_reported_total").increment(0);
+    metrics::counter!("payroll_audit_dropped_total").increment(0);
+}
+
+/// The outcomes of `payroll_withdrawals_total`.
+pub const WITHDRAWAL_OUTCOMES: &[&str] = &[
+    "accepted",
+    "rejected",
+    "rate_limited",
+    "ambiguous",
+    "credentials_refused",
+    "not_sent",
+];
+
 /// Copies every kind's mailbox depth into `payroll_actor_mailbox_depth`; called as the
 /// metrics are read.
 pub fn publish_mailbox_depths() {
@@ -268,8 +317,7 @@ impl<A: Observed> CountedSend<A> for Addr<A> {
     }
 }
 
-/// Withdrawals answered by the exchange, by outcome (`accepted`, `rejected`, `rate_limited`,
-/// `ambiguous`).
+/// Withdrawals answered by the exchange, by outcome (one of [`WITHDRAWAL_OUTCOMES`]).
 pub fn withdrawals(outcome: &'static str, count: u64) {
     if count > 0 {
         metrics::counter!("payroll_withdrawals_total", "outcome" => outcome).increment(count);
@@ -319,7 +367,8 @@ pub fn webhook_endpoint_disabled() {
     metrics::counter!("payroll_webhook_endpoints_disabled_total").increment(1);
 }
 
-/// Emails handed to the transport, by outcome (`sent`, `failed`: an attempt that failed).
+/// Emails handed to the transport, by outcome (`sent`, `failed`: an attempt that failed,
+/// `transport_down`: the mail server could not be reached).
 pub fn emails(outcome: &'static str, count: u64) {
     if count > 0 {
         metrics::counter!("payroll_emails_total", "outcome" => outcome).increment(count);

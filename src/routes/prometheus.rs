@@ -2,13 +2,18 @@
 //! without a key (like `/healthz`; the server listens on loopback by default). Figures that
 //! live in the database (pending webhook deliveries, the email outbox, disabled endpoints)
 //! are counted at scrape time, a few indexed COUNTs per scrape rather than a write per payout.
+//! The runs paying out now have series of their own ([`runs`]).
+
+mod runs;
 
 use actix_web::{HttpResponse, web};
 use payroll_entities::{
-    DeliveryStatus, EmailStatus, WebhookStatus, email_outbox, health::Health, webhook_delivery,
-    webhook_endpoint,
+    DeliveryStatus, EmailStatus, PayoutStatus, RunStatus, WebhookStatus, email_outbox,
+    health::Health, payout, payroll_run, webhook_delivery, webhook_endpoint,
 };
-use sea_orm::{ColumnTrait, DatabaseBackend, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{
+    ColumnTrait, DatabaseBackend, EntityTrait, PaginatorTrait, QueryFilter, QuerySelect,
+};
 
 use crate::{http::error::ApiError, state::AppState, telemetry};
 
@@ -18,10 +23,17 @@ pub async fn metrics(state: web::Data<AppState>) -> Result<HttpResponse, ApiErro
             "Metrics are not available: another metrics recorder is installed.",
         ));
     };
-    refresh(&state).await;
+    let database_read = refresh(&state).await;
+    let mut text = handle.render();
+    if database_read {
+        match runs::render(&state.db.conn).await {
+            Ok(runs) => text.push_str(&runs),
+            Err(err) => tracing::debug!(error = %err, "metrics: runs paying out not read"),
+        }
+    }
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(handle.render()))
+        .body(text))
 }
 
 /// Brings the figures of this process up to date without a query: database up (as the health
@@ -34,17 +46,22 @@ pub fn refresh_in_process(state: &AppState) {
 }
 
 /// Brings the figures read at scrape time up to date: those of this process and those kept in
-/// the database.
-pub async fn refresh(state: &AppState) {
+/// the database. False when the database's could not be read (they keep their last value).
+pub async fn refresh(state: &AppState) -> bool {
     refresh_in_process(state);
     let health = state.db.health().state();
     // While the database is unreachable the figures kept there keep their last value; the
     // scrape is answered at once rather than after the pool's timeout.
-    if !matches!(health, Health::Unreachable { .. })
-        && let Err(err) = refresh_database_gauges(state).await
-    {
-        // The rest of the figures are still worth having; these keep their last value.
-        tracing::debug!(error = %err, "metrics: database figures not refreshed");
+    if matches!(health, Health::Unreachable { .. }) {
+        return false;
+    }
+    match refresh_database_gauges(state).await {
+        Ok(()) => true,
+        Err(err) => {
+            // The rest of the figures are still worth having; these keep their last value.
+            tracing::debug!(error = %err, "metrics: database figures not refreshed");
+            false
+        }
     }
 }
 
@@ -66,6 +83,28 @@ async fn refresh_database_gauges(state: &AppState) -> Result<(), sea_orm::DbErr>
     metrics::gauge!("payroll_webhook_deliveries_pending").set(pending_deliveries as f64);
     metrics::gauge!("payroll_webhook_endpoints_disabled").set(disabled_endpoints as f64);
     metrics::gauge!("payroll_email_outbox_pending").set(pending_emails as f64);
+    // Stuck payouts through their own partial index (only rows with stuck_since set).
+    let stuck = payout::Entity::find()
+        .filter(payout::Column::StuckSince.is_not_null())
+        .filter(payout::Column::Status.is_in([PayoutStatus::Pending, PayoutStatus::Processing]))
+        .count(conn)
+        .await?;
+    metrics::gauge!("payroll_payouts_stuck").set(stuck as f64);
+    let by_status: Vec<(RunStatus, i64)> = payroll_run::Entity::find()
+        .select_only()
+        .column(payroll_run::Column::Status)
+        .column_as(payroll_run::Column::Id.count(), "runs")
+        .group_by(payroll_run::Column::Status)
+        .into_tuple()
+        .all(conn)
+        .await?;
+    for status in RunStatus::ALL {
+        let runs = by_status
+            .iter()
+            .find(|(s, _)| s == status)
+            .map_or(0, |(_, n)| *n);
+        metrics::gauge!("payroll_runs", "status" => status.as_str()).set(runs as f64);
+    }
     Ok(())
 }
 

@@ -1,11 +1,7 @@
-//! `GET /status`: the operator page. Who may see it and what, escaping of user data, and the
-//! page as a browser renders it (headless Chromium: the DOM and a screenshot).
+//! `GET /status`: the operator page. Who may see it and what, escaping of user data, its charts
+//! and a run's own page (in a browser: `browser.rs`).
 
-use std::{
-    path::{Path, PathBuf},
-    process::Command,
-    time::Duration,
-};
+use std::time::Duration;
 
 use base64::Engine as _;
 use serde_json::json;
@@ -13,7 +9,6 @@ use serde_json::json;
 use crate::{
     helpers::{TestApp, spawn_app_with},
     metrics::funded_run,
-    process::output,
     receiver::Receiver,
 };
 
@@ -161,145 +156,8 @@ async fn a_public_status_page_needs_no_key() {
     assert!(html.contains(">ACTIVE<"), "{html}");
 }
 
-/// Chromium, or `None` (with a notice) when it is absent and not required.
-fn chromium() -> Option<PathBuf> {
-    let path = PathBuf::from("/usr/bin/chromium");
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("PAYROLL_REQUIRE_BROWSER").as_deref() != Ok("1"),
-        "PAYROLL_REQUIRE_BROWSER=1 but /usr/bin/chromium is not installed"
-    );
-    eprintln!("NOTICE: /usr/bin/chromium is not installed; the browser test of /status is skipped");
-    None
-}
-
-/// Runs headless Chromium with these extra arguments; returns its stdout. Off the test's
-/// thread: the application under test serves on it.
-async fn run_chromium(browser: &Path, profile: &Path, args: Vec<String>) -> String {
-    let browser = browser.to_owned();
-    let profile = profile.to_owned();
-    let mut command = Command::new("timeout");
-    command
-        .arg("120")
-        .arg(&browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            "--window-size=1280,900",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args);
-    let output = output(command).await;
-    assert!(
-        output.status.success(),
-        "chromium failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-#[actix_web::test]
-async fn the_status_page_renders_in_a_browser() {
-    let Some(browser) = chromium() else {
-        return;
-    };
-    // One withdrawal a second: the run is still paying out while the browser looks.
-    let app = spawn_app_with(|s| {
-        s.server.status_page_public = true;
-        s.exchange.withdrawals_per_second = 1;
-        s.exchange.burst = 1;
-    })
-    .await;
-    let run_id = funded_run(&app, 6, "Browser").await;
-    let res = app
-        .act(&format!("/api/v1/payroll-runs/{run_id}/execute"))
-        .await;
-    assert_eq!(res.status, 200, "{}", res.text);
-    let url = app.url("/status");
-    let dir = tempfile::tempdir().expect("temp dir");
-
-    let dom = run_chromium(
-        &browser,
-        &dir.path().join("profile-dom"),
-        vec!["--dump-dom".into(), url.clone()],
-    )
-    .await;
-    assert!(dom.contains(&run_id), "{dom}");
-    let progress = regex_like_progress(&dom, 6);
-    assert!(progress.is_some(), "no progress of 6 payouts in {dom}");
-    assert!(
-        dom.contains("PAYING_OUT") || dom.contains("COMPLETED"),
-        "{dom}"
-    );
-    assert!(dom.contains("ExchangeActor"), "{dom}");
-    assert!(dom.contains("<h2>Last hour</h2>"), "{dom}");
-    assert_eq!(dom.matches("<svg role=\"img\"").count(), 8, "{dom}");
-
-    let shot = dir.path().join("status.png");
-    run_chromium(
-        &browser,
-        &dir.path().join("profile-shot"),
-        vec![format!("--screenshot={}", shot.display()), url],
-    )
-    .await;
-    let (width, height, distinct) = png_figures(&shot);
-    assert_eq!((width, height), (1280, 900));
-    assert!(
-        distinct >= 3,
-        "the screenshot is (nearly) one flat colour: {distinct} colours"
-    );
-    // Let the run finish, so the app stops with nothing in flight.
-    app.wait_for_run(&run_id, 30, |r| r["status"] == "COMPLETED")
-        .await;
-    actix_web::rt::time::sleep(Duration::from_millis(10)).await;
-}
-
-/// The "N / total done" of a run's progress, if the DOM has it.
-fn regex_like_progress(dom: &str, total: u32) -> Option<u32> {
-    let suffix = format!(" / {total} done");
-    dom.match_indices(&suffix).find_map(|(at, _)| {
-        let before = &dom[..at];
-        let digits: String = before
-            .chars()
-            .rev()
-            .take_while(char::is_ascii_digit)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        digits.parse().ok().filter(|done| *done <= total)
-    })
-}
-
-/// Width, height and the number of distinct colours of a PNG (decoded, so a broken file fails).
-fn png_figures(path: &Path) -> (u32, u32, usize) {
-    let file = std::fs::File::open(path).expect("screenshot written");
-    let decoder = png::Decoder::new(std::io::BufReader::new(file));
-    let mut reader = decoder.read_info().expect("a PNG header");
-    let mut buf = vec![0; reader.output_buffer_size().expect("buffer size")];
-    let info = reader.next_frame(&mut buf).expect("a PNG frame");
-    let pixel = info.color_type.samples() * (info.bit_depth as usize).div_ceil(8);
-    let mut colours = std::collections::HashSet::new();
-    for chunk in buf[..info.buffer_size()].chunks(pixel) {
-        colours.insert(chunk.to_vec());
-        if colours.len() > 64 {
-            break;
-        }
-    }
-    (info.width, info.height, colours.len())
-}
-
 /// The points of the series named `name` in the page's charts, if it is drawn.
-fn series_points(html: &str, name: &str) -> Option<usize> {
+pub fn series_points(html: &str, name: &str) -> Option<usize> {
     html.split("<polyline class=\"series\"")
         .skip(1)
         .find_map(|chart| {

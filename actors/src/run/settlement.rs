@@ -259,7 +259,12 @@ async fn apply_changes(
             holds::release(&*tx, &attempts, why).await?;
         }
     }
-    if !changed.is_empty() {
+    // Look-ups that only missed an id change no count of the run: the run is not written, so
+    // its `updated_at` (the last progress operators and alerts watch) stays where it was.
+    if changed
+        .iter()
+        .any(|(_, written)| !matches!(written, store::Settled::Unfound))
+    {
         store::save_run(&*tx, run.version, &mut after).await?;
         if let Some(job) = job.as_mut() {
             store::save_job(&*tx, job).await?;
