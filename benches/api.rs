@@ -1,6 +1,7 @@
 //! API read benchmark: `GET /api/v1/payroll-runs/{id}` with a real API key under 32 concurrent
 //! keep-alive connections, against the release binary as a separate process, with `/healthz`
-//! measured the same way as the raw server's reference. The per-key rate limit is raised so the
+//! measured the same way as the raw server's reference; then the operator pages `/status`
+//! (every section, charts included) and `/status/runs/{id}` under the same load. The per-key rate limit is raised so the
 //! figures are the server's, not the limiter's. Prints figures beside their targets; asserts
 //! nothing.
 //!
@@ -147,7 +148,7 @@ async fn run(
     let peak = peak_mb(child.id());
     child.kill().ok();
     child.wait().ok();
-    let (healthz, run_read) = result?;
+    let (healthz, run_read, status, run_page) = result?;
     println!(
         "{name:<9} generator={} connections={} warmup={}s duration={}s employees={employees}",
         load.generator.name(),
@@ -161,6 +162,8 @@ async fn run(
         &run_read,
         Some(healthz.requests_per_second),
     );
+    report("GET /status (every section)", &status, None);
+    report("GET /status/runs/{id}", &run_page, None);
     println!("  server peak RSS {peak:.0} MB");
     Ok(())
 }
@@ -199,7 +202,7 @@ async fn measure(
     read_key: &str,
     employees: usize,
     load: &Load,
-) -> anyhow::Result<(Figures, Figures)> {
+) -> anyhow::Result<(Figures, Figures, Figures, Figures)> {
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(120))
         .finish();
@@ -242,16 +245,23 @@ async fn measure(
     })
     .await??;
     let authorization = format!("Bearer {read_key}");
-    let run_read = actix_web::rt::task::spawn_blocking(move || {
-        generate(
-            &l2,
-            port,
-            format!("/api/v1/payroll-runs/{run_id}"),
-            Some(authorization),
-        )
+    let path = format!("/api/v1/payroll-runs/{run_id}");
+    let run_read =
+        actix_web::rt::task::spawn_blocking(move || generate(&l2, port, path, Some(authorization)))
+            .await??;
+    // The operator pages with a key of every scope: each section is read and drawn.
+    let (l3, l4) = (load.clone(), load.clone());
+    let authorization = format!("Bearer {admin_key}");
+    let a2 = authorization.clone();
+    let status = actix_web::rt::task::spawn_blocking(move || {
+        generate(&l3, port, "/status".to_owned(), Some(authorization))
     })
     .await??;
-    Ok((healthz, run_read))
+    let run_page = actix_web::rt::task::spawn_blocking(move || {
+        generate(&l4, port, format!("/status/runs/{run_id}"), Some(a2))
+    })
+    .await??;
+    Ok((healthz, run_read, status, run_page))
 }
 
 fn generate(

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 use payroll::{
     cli::{
         admin,
@@ -20,7 +20,10 @@ use payroll::{
 };
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&Cli::command_with_help().get_matches()) {
+        Ok(cli) => cli,
+        Err(err) => err.exit(),
+    };
     match cli.command {
         Command::Serve | Command::Migrate | Command::Admin(_) => server(cli),
         Command::Mcp => mcp(cli),

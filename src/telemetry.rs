@@ -274,10 +274,7 @@ fn describe_metrics() {
         "payroll_actor_mailbox_limit",
         "Messages that may wait for actors of this kind before the API's senders are refused."
     );
-    describe_gauge!(
-        "payroll_runs",
-        "Runs by status (counted at scrape)."
-    );
+    describe_gauge!("payroll_runs", "Runs by status (counted at scrape).");
     describe_gauge!(
         "payroll_payouts_stuck",
         "Payouts stuck now, waiting for an operator (counted at scrape)."

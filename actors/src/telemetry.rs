@@ -113,8 +113,7 @@ pub fn register_closed_sets() {
             .set(mailbox_limit(*kind) as f64);
         metrics::gauge!("payroll_actor_mailbox_depth", "actor" => actor)
             .set(DEPTH[kind.index()].load(Ordering::Relaxed) as f64);
-        metrics::gauge!("payroll_actors_alive", "actor" => actor)
-            .increment(0.0);
+        metrics::gauge!("payroll_actors_alive", "actor" => actor).increment(0.0);
         metrics::counter!("payroll_actor_restarts_total", "actor" => actor).increment(0);
         metrics::counter!("payroll_actor_messages_refused_total", "actor" => actor).increment(0);
     }

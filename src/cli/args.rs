@@ -42,6 +42,59 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The options of server commands (`serve`, `migrate`, `admin …`).
+const SERVER_OPTIONS: &[&str] = &["config"];
+/// The options of client commands (every API operation, `mcp`).
+const CLIENT_OPTIONS: &[&str] = &[
+    "api_key",
+    "base_url",
+    "profile",
+    "ca_cert",
+    "format",
+    "idempotency_key",
+];
+/// Subcommands that are neither: they take no option of either kind.
+const NEITHER: &[&str] = &["openapi", "completions"];
+
+impl Cli {
+    /// The command line as parsed, with each subcommand's help listing only the options that
+    /// apply to it: server options under `serve`, `migrate` and `admin`, client options under
+    /// the API's commands. The options stay global for parsing, so an environment variable
+    /// such as `PAYROLL_API_KEY` set for the client never stops a server command.
+    pub fn command_with_help() -> clap::Command {
+        use clap::CommandFactory;
+        let mut command = Self::command();
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|c| c.get_name().to_owned())
+            .collect();
+        for name in names {
+            let hidden: Vec<&str> = if ["serve", "migrate", "admin"].contains(&name.as_str()) {
+                CLIENT_OPTIONS.to_vec()
+            } else if NEITHER.contains(&name.as_str()) {
+                CLIENT_OPTIONS
+                    .iter()
+                    .chain(SERVER_OPTIONS)
+                    .copied()
+                    .collect()
+            } else {
+                SERVER_OPTIONS.to_vec()
+            };
+            // A subcommand that has a global option of its own already is skipped when the
+            // root's are handed down: give it the same option, hidden (still global, so its
+            // own subcommands take it too and a value given there reaches the root).
+            let copies: Vec<clap::Arg> = command
+                .get_arguments()
+                .filter(|a| hidden.contains(&a.get_id().as_str()))
+                .map(|a| a.clone().hide(true))
+                .collect();
+            command = command
+                .mut_subcommand(name, |sub| copies.into_iter().fold(sub, clap::Command::arg));
+        }
+        command
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service (migrates the database first).

@@ -189,7 +189,10 @@ async fn the_status_pages_render_in_a_browser_while_a_run_pays_and_after() {
         assert!(dom.contains("<h2>Last hour</h2>"), "{dom}");
         assert_eq!(dom.matches("<svg role=\"img\"").count(), 8, "{dom}");
         assert!(series_points(dom, "up").is_some_and(|n| n >= 1), "{dom}");
-        assert!(series_points(dom, "requests").is_some_and(|n| n >= 1), "{dom}");
+        assert!(
+            series_points(dom, "requests").is_some_and(|n| n >= 1),
+            "{dom}"
+        );
 
         let name = format!("status-run-{moment}");
         let seen = look(
@@ -204,7 +207,10 @@ async fn the_status_pages_render_in_a_browser_while_a_run_pays_and_after() {
         let dom = &seen.dom;
         assert!(dom.contains(&run_id), "{dom}");
         assert_eq!(dom.matches("<svg role=\"img\"").count(), 2, "{dom}");
-        assert!(series_points(dom, "completed").is_some_and(|n| n >= 2), "{dom}");
+        assert!(
+            series_points(dom, "completed").is_some_and(|n| n >= 2),
+            "{dom}"
+        );
         assert!(series_points(dom, "limit").is_some_and(|n| n >= 2), "{dom}");
         if moment == "after" {
             assert!(dom.contains(&format!("{total} / {total} done")), "{dom}");
@@ -266,4 +272,3 @@ fn png_figures(path: &Path) -> (u32, u32, usize) {
     }
     (info.width, info.height, colours.len())
 }
-

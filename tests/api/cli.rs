@@ -1230,3 +1230,60 @@ async fn an_agent_session_prepares_and_a_human_approves_from_the_cli() {
     let out = payroll(&app, Some(&human), &["approvals", "reject", &approval_id]).await;
     assert_eq!(code(&out), 2, "--reason is required");
 }
+
+/// Each command's help lists only the options that apply to it: server commands the
+/// configuration file, client commands the connection and output options; the root lists both.
+#[actix_web::test]
+async fn help_lists_only_the_options_that_apply() {
+    let help = |args: &'static [&'static str]| async move {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
+        command.args(args).arg("--help");
+        let out = output(command).await;
+        assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let client = [
+        "--api-key",
+        "--base-url",
+        "--profile",
+        "--ca-cert",
+        "--format",
+        "--idempotency-key",
+    ];
+    for server in [
+        &["serve"][..],
+        &["migrate"],
+        &["admin"],
+        &["admin", "create-key"],
+        &["admin", "exchange", "check"],
+    ] {
+        let text = help(server).await;
+        assert!(text.contains("--config"), "{server:?}: {text}");
+        for option in client {
+            assert!(!text.contains(option), "{server:?} lists {option}: {text}");
+        }
+    }
+    for api in [
+        &["runs", "list"][..],
+        &["runs"],
+        &["employees", "import"],
+        &["mcp"],
+    ] {
+        let text = help(api).await;
+        assert!(!text.contains("--config"), "{api:?} lists --config: {text}");
+        assert!(
+            text.contains("--api-key") && text.contains("--base-url"),
+            "{api:?}: {text}"
+        );
+    }
+    let text = help(&["openapi"]).await;
+    assert!(
+        !text.contains("--config") && !text.contains("--api-key"),
+        "{text}"
+    );
+    let text = help(&[]).await;
+    assert!(
+        text.contains("--config") && text.contains("--api-key"),
+        "{text}"
+    );
+}

@@ -169,7 +169,8 @@ fn named(expr: &str) -> Named {
     };
     let word = |i: &mut usize| -> String {
         let start = *i;
-        while *i < chars.len() && (chars[*i].is_ascii_alphanumeric() || matches!(chars[*i], '_' | ':'))
+        while *i < chars.len()
+            && (chars[*i].is_ascii_alphanumeric() || matches!(chars[*i], '_' | ':'))
         {
             *i += 1;
         }
@@ -180,7 +181,10 @@ fn named(expr: &str) -> Named {
         if c.is_whitespace() || "()+-*/,^%<>=!".contains(c) {
             i += 1;
         } else if c == '[' {
-            let end = chars[i..].iter().position(|c| *c == ']').expect("closed range");
+            let end = chars[i..]
+                .iter()
+                .position(|c| *c == ']')
+                .expect("closed range");
             let range: String = chars[i + 1..i + end].iter().collect();
             assert!(is_duration(&range), "bad range [{range}] in {expr}");
             i += end + 1;
@@ -197,7 +201,10 @@ fn named(expr: &str) -> Named {
             let next = chars.get(j).copied();
             if GROUPING.contains(&ident.as_str()) {
                 if next == Some('(') {
-                    let end = chars[j..].iter().position(|c| *c == ')').expect("closed list");
+                    let end = chars[j..]
+                        .iter()
+                        .position(|c| *c == ')')
+                        .expect("closed list");
                     let list: String = chars[j + 1..j + end].iter().collect();
                     named.grouping.extend(
                         list.split(',')
@@ -290,7 +297,10 @@ fn problems(source: &str, expr: &str, used_labels: &[String], exported: &Exporte
         labels_of_expr.extend(labels.keys().cloned());
         for (label, op, value) in &selector.matchers {
             let Some(values) = labels.get(label) else {
-                found.push(format!("{source}: {} has no label {label}", selector.metric));
+                found.push(format!(
+                    "{source}: {} has no label {label}",
+                    selector.metric
+                ));
                 continue;
             };
             match op.as_str() {
@@ -302,7 +312,9 @@ fn problems(source: &str, expr: &str, used_labels: &[String], exported: &Exporte
                     let re = regex::Regex::new(&format!("^(?:{value})$")).expect("a regex");
                     // Literal alternatives must each be a value the label takes; a pattern
                     // must match one at least.
-                    let literal = value.split('|').all(|alt| alt.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+                    let literal = value
+                        .split('|')
+                        .all(|alt| alt.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
                     if literal {
                         for alt in value.split('|') {
                             if !values.contains(alt) {
@@ -325,7 +337,9 @@ fn problems(source: &str, expr: &str, used_labels: &[String], exported: &Exporte
     }
     for label in named.grouping.iter().chain(used_labels) {
         if !labels_of_expr.contains(label) {
-            found.push(format!("{source}: label {label} is on none of the series of {expr}"));
+            found.push(format!(
+                "{source}: label {label} is on none of the series of {expr}"
+            ));
         }
     }
     found
@@ -361,7 +375,11 @@ fn panels(dashboard: &Value) -> Vec<&Value> {
 fn anchors(markdown: &str) -> BTreeSet<String> {
     markdown
         .lines()
-        .filter_map(|l| l.trim_start_matches('#').strip_prefix(' ').filter(|_| l.starts_with('#')))
+        .filter_map(|l| {
+            l.trim_start_matches('#')
+                .strip_prefix(' ')
+                .filter(|_| l.starts_with('#'))
+        })
         .map(|title| {
             title
                 .trim()
@@ -389,8 +407,12 @@ async fn scrape_a_batch_paying_out() -> (TestApp, Vec<Sample>) {
     })
     .await;
     for i in 0..4 {
-        app.create_employee(&format!("Deploy {i}"), &format!("deploy{i}@example.com"), 1000)
-            .await;
+        app.create_employee(
+            &format!("Deploy {i}"),
+            &format!("deploy{i}@example.com"),
+            1000,
+        )
+        .await;
     }
     app.create_employee("Deploy fails", "deploy-fails@example.com", 1000)
         .await;
@@ -402,7 +424,14 @@ async fn scrape_a_batch_paying_out() -> (TestApp, Vec<Sample>) {
     let idempotency_key = uuid::Uuid::new_v4().to_string();
     for _ in 0..2 {
         let res = app
-            .send("POST", &path, Some(&app.key), Some(&idempotency_key), None, &[])
+            .send(
+                "POST",
+                &path,
+                Some(&app.key),
+                Some(&idempotency_key),
+                None,
+                &[],
+            )
             .await;
         assert_eq!(res.status, 200, "{}", res.text);
     }
@@ -431,8 +460,9 @@ async fn scrape_a_batch_paying_out() -> (TestApp, Vec<Sample>) {
     // After the run the per-run series are gone: nothing piles up.
     let (text, after) = scrape(&app).await;
     assert!(
-        !after.iter().any(|s| s.name == "payroll_run_payouts"
-            && s.labels.get("run_id") == Some(&run_id)),
+        !after
+            .iter()
+            .any(|s| s.name == "payroll_run_payouts" && s.labels.get("run_id") == Some(&run_id)),
         "{text}"
     );
     (app, samples)
@@ -455,7 +485,10 @@ async fn the_dashboard_and_the_rules_name_only_exported_series() {
     let mut exprs = 0;
     for panel in panels(&dashboard) {
         let title = panel["title"].as_str().expect("a panel title");
-        assert!(ids.insert(panel["id"].as_u64().expect("a panel id")), "{title}: id twice");
+        assert!(
+            ids.insert(panel["id"].as_u64().expect("a panel id")),
+            "{title}: id twice"
+        );
         for key in ["h", "w", "x", "y"] {
             assert!(panel["gridPos"][key].is_u64(), "{title}: gridPos.{key}");
         }
@@ -507,20 +540,30 @@ async fn the_dashboard_and_the_rules_name_only_exported_series() {
             );
             for key in ["summary", "description", "runbook_url"] {
                 assert!(
-                    rule.annotations.get(key).is_some_and(|v| !v.trim().is_empty()),
+                    rule.annotations
+                        .get(key)
+                        .is_some_and(|v| !v.trim().is_empty()),
                     "{name}: no {key}"
                 );
             }
             let anchor = rule.annotations["runbook_url"]
                 .strip_prefix("docs/operations.md#")
                 .unwrap_or_else(|| panic!("{name}: the runbook is in docs/operations.md"));
-            assert!(operations.contains(anchor), "{name}: no section #{anchor} in docs/operations.md");
+            assert!(
+                operations.contains(anchor),
+                "{name}: no section #{anchor} in docs/operations.md"
+            );
             let used: Vec<String> = rule
                 .annotations
                 .values()
                 .flat_map(|v| referenced_labels(v))
                 .collect();
-            found.extend(problems(&format!("alert {name}"), &rule.expr, &used, &exported));
+            found.extend(problems(
+                &format!("alert {name}"),
+                &rule.expr,
+                &used,
+                &exported,
+            ));
         }
     }
     let wanted: BTreeSet<String> = [
@@ -564,8 +607,16 @@ async fn promtool(rules: &Path) {
     };
     let tests = rules.with_file_name("alerts_test.yml");
     for args in [
-        vec!["check".to_owned(), "rules".into(), rules.display().to_string()],
-        vec!["test".to_owned(), "rules".into(), tests.display().to_string()],
+        vec![
+            "check".to_owned(),
+            "rules".into(),
+            rules.display().to_string(),
+        ],
+        vec![
+            "test".to_owned(),
+            "rules".into(),
+            tests.display().to_string(),
+        ],
     ] {
         let mut command = Command::new(&promtool);
         command.args(&args);
@@ -607,5 +658,8 @@ fn expressions_are_read_into_selectors_and_labels() {
         referenced_labels("{{run_id}} {{ $labels.actor }} {{ $value | humanize }}"),
         vec!["run_id", "actor"]
     );
-    assert!(anchors("# A\n### PayrollDatabaseDown\n## Dashboard and alerts\n").contains("dashboard-and-alerts"));
+    assert!(
+        anchors("# A\n### PayrollDatabaseDown\n## Dashboard and alerts\n")
+            .contains("dashboard-and-alerts")
+    );
 }

@@ -5,7 +5,9 @@
 use std::fmt::Write as _;
 
 use payroll_entities::{RunStatus, payroll_run};
-use sea_orm::{ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
 
 /// Runs paying out given their own series, the newest first.
 pub const MAX_RUNS: u64 = 50;

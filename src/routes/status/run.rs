@@ -93,7 +93,9 @@ pub async fn run_page(
                 .select_only()
                 .columns([
                     payout::Column::Status,
-                    payout::Column::InitiatedAt,
+                    // The send's stamp, taken as the withdrawal's rate-limit token is (a claim
+                    // into the run's window comes earlier, up to a window ahead).
+                    payout::Column::LastSentAt,
                     payout::Column::CompletedAt,
                     payout::Column::UpdatedAt,
                 ])
@@ -180,8 +182,8 @@ fn render_progress(
     let mut sent = vec![0f64; BUCKETS as usize];
     let mut completed = vec![0f64; BUCKETS as usize];
     let mut failed = vec![0f64; BUCKETS as usize];
-    for (status, initiated, done, updated) in rows {
-        if let Some(at) = initiated {
+    for (status, sent_at, done, updated) in rows {
+        if let Some(at) = sent_at {
             sent[bucket(at.timestamp_millis())] += 1.0;
         }
         match status {
