@@ -22,7 +22,7 @@ use payroll::{
 fn main() -> ExitCode {
     let cli = match Cli::from_arg_matches(&Cli::command_with_help().get_matches()) {
         Ok(cli) => cli,
-        Err(err) => err.exit(),
+        Err(err) => err.format(&mut Cli::command_with_help()).exit(),
     };
     match cli.command {
         Command::Serve | Command::Migrate | Command::Admin(_) => server(cli),

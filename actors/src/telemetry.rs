@@ -96,11 +96,14 @@ pub fn actor_started(kind: ActorKind) {
     metrics::counter!("payroll_actor_restarts_total", "actor" => kind.as_str()).increment(0);
 }
 
-/// The depth at which senders that can say no (the API's handlers) are refused, per kind.
-pub fn mailbox_limit(kind: ActorKind) -> i64 {
+/// The depth at which the API's handlers, the senders that can say no, are refused: for the
+/// kinds they send to (the run manager, the exchange actor, the audit writer). The others get
+/// only the actors' own messages, which carry committed work and are never refused.
+pub fn mailbox_limit(kind: ActorKind) -> Option<i64> {
     match kind {
-        ActorKind::AuditWriter => AUDIT_BACKLOG_LIMIT,
-        _ => MAILBOX_LIMIT,
+        ActorKind::AuditWriter => Some(AUDIT_BACKLOG_LIMIT),
+        ActorKind::RunManager | ActorKind::ExchangeActor => Some(MAILBOX_LIMIT),
+        _ => None,
     }
 }
 
@@ -109,8 +112,9 @@ pub fn mailbox_limit(kind: ActorKind) -> i64 {
 pub fn register_closed_sets() {
     for kind in ActorKind::ALL {
         let actor = kind.as_str();
-        metrics::gauge!("payroll_actor_mailbox_limit", "actor" => actor)
-            .set(mailbox_limit(*kind) as f64);
+        if let Some(limit) = mailbox_limit(*kind) {
+            metrics::gauge!("payroll_actor_mailbox_limit", "actor" => actor).set(limit as f64);
+        }
         metrics::gauge!("payroll_actor_mailbox_depth", "actor" => actor)
             .set(DEPTH[kind.index()].load(Ordering::Relaxed) as f64);
         metrics::gauge!("payroll_actors_alive", "actor" => actor).increment(0.0);

@@ -36,7 +36,6 @@ mod m20261129_000003_create_service_facts;
 mod m20261130_000001_create_agent_sessions_and_approvals;
 mod m20261130_000002_add_employee_wallet_holds;
 mod m20261201_000001_add_payout_unfound_lookups;
-mod m20261202_000001_stuck_payouts_index;
 mod postgres;
 mod unused_index;
 
@@ -80,7 +79,6 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000001_create_agent_sessions_and_approvals::Migration),
             Box::new(m20261130_000002_add_employee_wallet_holds::Migration),
             Box::new(m20261201_000001_add_payout_unfound_lookups::Migration),
-            Box::new(m20261202_000001_stuck_payouts_index::Migration),
         ]
     }
 }

@@ -83,10 +83,21 @@ async fn refresh_database_gauges(state: &AppState) -> Result<(), sea_orm::DbErr>
     metrics::gauge!("payroll_webhook_deliveries_pending").set(pending_deliveries as f64);
     metrics::gauge!("payroll_webhook_endpoints_disabled").set(disabled_endpoints as f64);
     metrics::gauge!("payroll_email_outbox_pending").set(pending_emails as f64);
-    // Stuck payouts through their own partial index (only rows with stuck_since set).
+    // A payout is stuck only while its run pays: the unfinished payouts of the runs paying
+    // out, through the index on run and status, never the history of every run paid. (No
+    // index names stuck_since: writing it must stay a heap-only update on PostgreSQL.)
     let stuck = payout::Entity::find()
         .filter(payout::Column::StuckSince.is_not_null())
         .filter(payout::Column::Status.is_in([PayoutStatus::Pending, PayoutStatus::Processing]))
+        .filter(
+            payout::Column::PayrollRunId.in_subquery(
+                sea_orm::sea_query::Query::select()
+                    .column(payroll_run::Column::Id)
+                    .from(payroll_run::Entity)
+                    .and_where(payroll_run::Column::Status.eq(RunStatus::PayingOut))
+                    .to_owned(),
+            ),
+        )
         .count(conn)
         .await?;
     metrics::gauge!("payroll_payouts_stuck").set(stuck as f64);

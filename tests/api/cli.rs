@@ -1286,4 +1286,45 @@ async fn help_lists_only_the_options_that_apply() {
         text.contains("--config") && text.contains("--api-key"),
         "{text}"
     );
+    // Hidden is not refused: each option still parses after any subcommand.
+    for args in [
+        &[
+            "runs",
+            "list",
+            "--api-key",
+            "mpk_live_x",
+            "--base-url",
+            "http://127.0.0.1:9",
+        ][..],
+        &[
+            "--format",
+            "json",
+            "runs",
+            "list",
+            "--base-url",
+            "http://127.0.0.1:9",
+        ],
+        &["serve", "--config", "/nonexistent/payroll.toml"],
+        &[
+            "admin",
+            "create-key",
+            "--name",
+            "x",
+            "--scopes",
+            "payroll:read",
+            "--config",
+            "/nonexistent/payroll.toml",
+        ],
+    ] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_payroll"));
+        command.args(args).env_remove("PAYROLL_API_KEY");
+        let out = output(command).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(code(&out), 0, "{args:?}");
+        assert!(
+            !stderr.contains("unexpected argument"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.starts_with("payroll: "), "{args:?}: {stderr}");
+    }
 }

@@ -81,9 +81,11 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
         Payees::Eligible => {
             let mut last_id: Option<String> = None;
             loop {
-                let mut query = employee::Entity::find()
-                    .filter(employee::Column::Status.eq(EmployeeStatus::Active))
-                    .filter(employee::Column::SalaryUsdCents.gt(0));
+                // Walked by id alone, each page the next ids of the primary key: a filter on
+                // status in the query let SQLite (which keeps no statistics here) read every
+                // ACTIVE employee through the status index and sort them, for each page.
+                // Those not paid are skipped here instead.
+                let mut query = employee::Entity::find();
                 if let Some(last) = &last_id {
                     query = query.filter(employee::Column::Id.gt(last.as_str()));
                 }
@@ -96,6 +98,7 @@ pub async fn create_run(deps: &RunDeps, msg: CreateRun) -> Result<RunReply, RunE
                 last_id = Some(last.id.clone());
                 let payouts: Vec<payout::Model> = page
                     .into_iter()
+                    .filter(|e| e.status == EmployeeStatus::Active && e.salary_usd_cents > 0)
                     .filter(|e| planning::paid_by_default(e, start, end))
                     .map(|e| {
                         let salary = e.salary_usd_cents;

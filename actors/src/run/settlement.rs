@@ -260,7 +260,8 @@ async fn apply_changes(
         }
     }
     // Look-ups that only missed an id change no count of the run: the run is not written, so
-    // its `updated_at` (the last progress operators and alerts watch) stays where it was.
+    // its `updated_at` (the last progress operators and alerts watch) stays where it was; its
+    // version is still checked, as the write would have, so a stale actor commits nothing.
     if changed
         .iter()
         .any(|(_, written)| !matches!(written, store::Settled::Unfound))
@@ -269,6 +270,8 @@ async fn apply_changes(
         if let Some(job) = job.as_mut() {
             store::save_job(&*tx, job).await?;
         }
+    } else if !changed.is_empty() {
+        store::lock_version(&*tx, &run, |_| Ok(())).await?;
     }
     insert_events(&tx, events).await?;
     if !completed.is_empty() {

@@ -1,6 +1,7 @@
 //! The runs paying out now, one set of series each, read from the database at scrape time and
 //! written after the recorder's text: a run's series exist while it pays and are gone once it
-//! ends, so they never pile up. At most [`MAX_RUNS`] runs, the newest.
+//! ends, so they never pile up. At most [`MAX_RUNS`] runs: those whose last change is oldest,
+//! the likeliest to be stalled (`payroll_runs{status="PAYING_OUT"}` counts them all).
 
 use std::fmt::Write as _;
 
@@ -9,7 +10,7 @@ use sea_orm::{
     ColumnTrait, DatabaseConnection, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
 };
 
-/// Runs paying out given their own series, the newest first.
+/// Runs paying out given their own series, the longest unchanged first.
 pub const MAX_RUNS: u64 = 50;
 
 /// The Prometheus text of `payroll_run_payouts{run_id,status}` and
@@ -17,7 +18,7 @@ pub const MAX_RUNS: u64 = 50;
 pub async fn render(conn: &DatabaseConnection) -> Result<String, DbErr> {
     let runs = payroll_run::Entity::find()
         .filter(payroll_run::Column::Status.eq(RunStatus::PayingOut))
-        .order_by_desc(payroll_run::Column::Id)
+        .order_by_asc(payroll_run::Column::UpdatedAt)
         .limit(MAX_RUNS)
         .all(conn)
         .await?;
@@ -29,9 +30,11 @@ fn text(runs: &[payroll_run::Model]) -> String {
     if runs.is_empty() {
         return out;
     }
-    out.push_str(
-        "# HELP payroll_run_payouts Payouts of a run paying out now, by status (at most 50 runs, \
-         the newest; counted at scrape).\n# TYPE payroll_run_payouts gauge\n",
+    let _ = writeln!(
+        out,
+        "# HELP payroll_run_payouts Payouts of a run paying out now, by status (at most \
+         {MAX_RUNS} runs, the longest unchanged; counted at scrape).\n\
+         # TYPE payroll_run_payouts gauge"
     );
     for run in runs {
         for (status, count) in [
@@ -50,7 +53,7 @@ fn text(runs: &[payroll_run::Model]) -> String {
     }
     out.push_str(
         "# HELP payroll_run_updated_timestamp_seconds When a run paying out last changed (a \
-         payout sent, settled or found stuck), in Unix seconds.\n\
+         payout accepted, settled or found stuck), in Unix seconds.\n\
          # TYPE payroll_run_updated_timestamp_seconds gauge\n",
     );
     for run in runs {
