@@ -8,7 +8,7 @@
 use payroll_entities::{PayoutStatus, bulk::one_of, exchange_hold, exchange_reserve, payout, time};
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DatabaseBackend, DbErr, EntityTrait, QueryFilter,
-    QuerySelect, Statement,
+    QueryOrder, QuerySelect, Statement,
     sea_query::{Expr, ExprTrait as _, Query},
 };
 
@@ -162,28 +162,54 @@ async fn move_counter<C: ConnectionTrait>(conn: &C, delta: i64) -> Result<(), Db
 
 /// Holds for every PENDING payout of a run that is being funded; answers their sum.
 pub async fn hold_pending_of_run<C: ConnectionTrait>(conn: &C, run_id: &str) -> Result<i64, DbErr> {
-    let rows: Vec<(String, i32, i64, i64)> = payout::Entity::find()
-        .select_only()
-        .column(payout::Column::Id)
-        .column(payout::Column::Attempt)
-        .column(payout::Column::AmountUsdCents)
-        .column(payout::Column::FeeUsdCents)
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(PayoutStatus::Pending))
-        .into_tuple()
-        .all(conn)
-        .await?;
-    let holds = rows
-        .into_iter()
-        .map(|(payout_id, attempt, amount, fee)| NewHold {
-            payout_id,
-            attempt,
-            run_id: run_id.to_owned(),
-            amount: amount + fee,
-        })
-        .collect();
-    hold(conn, holds).await
+    // A page of the run's PENDING payouts at a time, by id, so memory does not grow with the
+    // run; the reserved total moved once, by the sum, as one funding decision.
+    let now = time::now();
+    let mut total = 0i64;
+    let mut after: Option<String> = None;
+    loop {
+        let mut query = payout::Entity::find()
+            .select_only()
+            .column(payout::Column::Id)
+            .column(payout::Column::Attempt)
+            .column(payout::Column::AmountUsdCents)
+            .column(payout::Column::FeeUsdCents)
+            .filter(payout::Column::PayrollRunId.eq(run_id))
+            .filter(payout::Column::Status.eq(PayoutStatus::Pending));
+        if let Some(after) = &after {
+            query = query.filter(payout::Column::Id.gt(after.as_str()));
+        }
+        let rows: Vec<(String, i32, i64, i64)> = query
+            .order_by_asc(payout::Column::Id)
+            .limit(HOLD_PAGE)
+            .into_tuple()
+            .all(conn)
+            .await?;
+        let Some((last, ..)) = rows.last() else {
+            break;
+        };
+        after = Some(last.clone());
+        let holds: Vec<NewHold> = rows
+            .into_iter()
+            .map(|(payout_id, attempt, amount, fee)| NewHold {
+                payout_id,
+                attempt,
+                run_id: run_id.to_owned(),
+                amount: amount + fee,
+            })
+            .collect();
+        total = total
+            .checked_add(insert_holds(conn, &holds, now).await?)
+            .ok_or_else(|| {
+                DbErr::Custom("the held amounts add up to more than can be represented".into())
+            })?;
+    }
+    move_counter(conn, total).await?;
+    Ok(total)
 }
+
+/// PENDING payouts held per page by [`hold_pending_of_run`].
+const HOLD_PAGE: u64 = 2000;
 
 /// Creates holds (an attempt already held is left as it is); answers the sum created.
 pub async fn hold<C: ConnectionTrait>(conn: &C, holds: Vec<NewHold>) -> Result<i64, DbErr> {
@@ -194,6 +220,18 @@ pub async fn hold<C: ConnectionTrait>(conn: &C, holds: Vec<NewHold>) -> Result<i
 async fn hold_at<C: ConnectionTrait>(
     conn: &C,
     holds: Vec<NewHold>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<i64, DbErr> {
+    let total = insert_holds(conn, &holds, now).await?;
+    move_counter(conn, total).await?;
+    Ok(total)
+}
+
+/// Writes the holds of attempts not held yet, without moving the reserved total; answers
+/// the sum written.
+async fn insert_holds<C: ConnectionTrait>(
+    conn: &C,
+    holds: &[NewHold],
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<i64, DbErr> {
     let mut total = 0i64;
@@ -235,7 +273,6 @@ async fn hold_at<C: ConnectionTrait>(
         .exec_without_returning(conn)
         .await?;
     }
-    move_counter(conn, total).await?;
     Ok(total)
 }
 

@@ -22,6 +22,9 @@ use crate::{
 
 /// DRAFT, CONFIRMED or DEPOSITED → CANCELLED: pending payouts cancelled, the reservation and
 /// test-run deductions released.
+/// PENDING payouts cancelled per page when a run is cancelled.
+const CANCEL_PAGE: u64 = 2000;
+
 pub(super) async fn cancel(
     deps: &RunDeps,
     snapshot: Snapshot,
@@ -40,32 +43,55 @@ pub(super) async fn cancel(
         return Err(RunError::ScopeRequired("payroll:execute"));
     }
     let tx = deps.db.begin_write().await?;
-    let mut pending = store::payouts_of(&*tx, &run.id, PayoutStatus::Pending).await?;
     let now = time::now();
     let mut after = run.clone();
-    for p in pending.iter_mut() {
-        p.status = PayoutStatus::Cancelled;
-        p.updated_at = now;
-        recount(
-            &mut after,
-            None,
-            PayoutStatus::Pending,
-            PayoutStatus::Cancelled,
-        );
-    }
-    store::save_payouts(&*tx, &pending).await?;
+    // Counted first, so the run and its event come before its payouts' events; the payouts
+    // are then cancelled a page at a time, so memory does not grow with the run.
+    let count = store::count_in_status(&*tx, &run.id, PayoutStatus::Pending).await?;
+    *after.counter_mut(PayoutStatus::Pending) -= count;
+    *after.counter_mut(PayoutStatus::Cancelled) += count;
     let returned = deductions::return_deductions(&*tx, &run.id).await?;
     let released = holds::release_run(&*tx, &run.id, Release::Cancelled).await?;
     after.status = next;
     after.cancelled_at = Some(now);
     after.cancel_reason = reason;
     store::save_run(&*tx, run.version, &mut after).await?;
-    let mut events = vec![run_event("payroll.run.cancelled", &after, job.as_ref())];
-    events.extend(pending.iter().map(|p| payout_event("payout.cancelled", p)));
-    insert_events(&tx, events).await?;
+    insert_events(
+        &tx,
+        vec![run_event("payroll.run.cancelled", &after, job.as_ref())],
+    )
+    .await?;
+    let mut first: Vec<String> = Vec::new();
+    let mut last_id: Option<String> = None;
+    loop {
+        let mut page = store::payouts_page(
+            &*tx,
+            &run.id,
+            PayoutStatus::Pending,
+            last_id.as_deref(),
+            CANCEL_PAGE,
+        )
+        .await?;
+        let Some(last) = page.last() else { break };
+        last_id = Some(last.id.clone());
+        for p in page.iter_mut() {
+            p.status = PayoutStatus::Cancelled;
+            p.updated_at = now;
+        }
+        store::save_payouts(&*tx, &page).await?;
+        let room = 20usize.saturating_sub(first.len());
+        first.extend(page.iter().take(room).map(|p| p.id.clone()));
+        insert_events(
+            &tx,
+            page.iter()
+                .map(|p| payout_event("payout.cancelled", p))
+                .collect(),
+        )
+        .await?;
+    }
     let mut details = status_change(run.status, next);
-    details["cancelled_payouts"] = json!(pending.len());
-    details["first_payout_ids"] = json!(first_ids(pending.iter().map(|p| p.id.as_str())));
+    details["cancelled_payouts"] = json!(count);
+    details["first_payout_ids"] = json!(first_ids(first.iter().map(String::as_str)));
     details["reason"] = json!(after.cancel_reason);
     details["test_run_deductions_returned_usd_cents"] = json!(returned);
     details["holds_released_usd_cents"] = json!(released);

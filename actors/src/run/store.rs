@@ -306,6 +306,21 @@ pub async fn payouts_of<C: ConnectionTrait>(
         .await?)
 }
 
+/// How many of the run's payouts are in `status`.
+pub async fn count_in_status<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    status: PayoutStatus,
+) -> Result<i64, RunError> {
+    use sea_orm::PaginatorTrait as _;
+    let count = payout::Entity::find()
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(status))
+        .count(conn)
+        .await?;
+    Ok(i64::try_from(count).unwrap_or(i64::MAX))
+}
+
 /// Up to `limit` of the run's payouts in `status` after `after` (an id), by id: one page of a
 /// walk that never holds the whole run.
 pub async fn payouts_page<C: ConnectionTrait>(

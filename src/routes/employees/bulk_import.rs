@@ -269,6 +269,10 @@ const OPTIONAL_FIELDS: [(&str, employee::Column); 5] = [
     ("contract_end_date", employee::Column::ContractEndDate),
 ];
 
+/// Emails looked up per query when an import checks who exists already (within the bind
+/// limits of both databases).
+const EXISTING_CHUNK: usize = 1000;
+
 /// Import employees from a JSON array or CSV, all or nothing, upserting by email.
 #[utoipa::path(post, path = "/employees/import", operation_id = "importEmployees", tag = "employees",
     request_body(content = Vec<EmployeeInput>, description = "A JSON array of employees, or text/csv whose header row names the same fields. Every row is validated before anything is written; rows upsert by email.",
@@ -302,31 +306,40 @@ pub async fn import(req: ApiRequest) -> Result<HttpResponse, ApiError> {
         )
         .await?;
     }
-    // Each employee already there, with the wallet it has: an import that changes one leaves
-    // an entry of its own with both addresses (`wallet_changes`).
-    let existing: HashMap<String, (String, Network, String)> = employee::Entity::find()
-        .select_only()
-        .column(employee::Column::EmailLower)
-        .column(employee::Column::Id)
-        .column(employee::Column::Network)
-        .column(employee::Column::WalletAddress)
-        .into_tuple::<(String, String, Network, String)>()
-        .all(&*tx)
-        .await?
-        .into_iter()
-        .map(|(email, id, network, wallet)| (email, (id, network, wallet)))
-        .collect();
+    // Each employee of the import already there, with the wallet it has: an import that
+    // changes one leaves an entry of its own with both addresses (`wallet_changes`). Looked up
+    // by the import's own emails, a chunk at a time, so memory follows the import, not the
+    // number of employees.
     let total = valid_rows.len() as u64;
     let mut updated = 0u64;
     let mut wallet_changes = Vec::new();
-    for (valid, _) in &valid_rows {
-        if let Some((id, network, wallet)) = existing.get(&valid.email.to_lowercase()) {
-            updated += 1;
-            wallet_changes.extend(super::wallet_changes::WalletChange::of(
-                id,
-                (*network, wallet),
-                (valid.network, &valid.wallet_address),
-            ));
+    for chunk in valid_rows.chunks(EXISTING_CHUNK) {
+        let emails: Vec<String> = chunk
+            .iter()
+            .map(|(valid, _)| valid.email.to_lowercase())
+            .collect();
+        let existing: HashMap<String, (String, Network, String)> = employee::Entity::find()
+            .select_only()
+            .column(employee::Column::EmailLower)
+            .column(employee::Column::Id)
+            .column(employee::Column::Network)
+            .column(employee::Column::WalletAddress)
+            .filter(employee::Column::EmailLower.is_in(emails.iter().cloned()))
+            .into_tuple::<(String, String, Network, String)>()
+            .all(&*tx)
+            .await?
+            .into_iter()
+            .map(|(email, id, network, wallet)| (email, (id, network, wallet)))
+            .collect();
+        for ((valid, _), email) in chunk.iter().zip(&emails) {
+            if let Some((id, network, wallet)) = existing.get(email) {
+                updated += 1;
+                wallet_changes.extend(super::wallet_changes::WalletChange::of(
+                    id,
+                    (*network, wallet),
+                    (valid.network, &valid.wallet_address),
+                ));
+            }
         }
     }
     // Grouped by which optional fields the rows name; made into models and SQL a chunk at a
