@@ -4,24 +4,28 @@
 //! The floor: 100,000 rows of a payout-like table inserted in one transaction, then every row
 //! updated twice in 64-row transactions (claimed, then completed), with the service's own
 //! connection settings (SQLite WAL, `synchronous=NORMAL`). The service: the release binary as a
-//! separate process (unthrottled sandbox, no completion delay) imports 100,000 employees as
-//! CSV, creates a run of 100,000 payouts, exports them as CSV, and pays them to terminal; its
-//! peak resident memory (`VmHWM`) is read at the end. Prints figures and targets; asserts
-//! nothing.
+//! separate process (unthrottled sandbox, no completion delay, default limits) imports the
+//! employees as CSV in imports of 100,000 rows, creates a run paying all of them, exports its
+//! payouts as CSV, confirms it and checks the balance, and pays it to terminal. Each phase's
+//! peak resident memory (`VmHWM`, reset between phases) is read from `/proc`. Prints figures
+//! and targets; asserts nothing.
 //!
 //! ```sh
 //! cargo bench --bench volume                             # SQLite
 //! PAYROLL_BENCH_DATABASE_URL=postgres://postgres@127.0.0.1/bench cargo bench --bench volume
+//! PAYROLL_BENCH_SCALE=1 cargo bench --bench volume       # 100,000 and 1,000,000, compared
 //! ```
-//! `PAYROLL_BENCH_PAYOUTS` changes the count (default 100000), `PAYROLL_BENCH_ROUNDS` runs it
-//! several times (default 1), `PAYROLL_BENCH_ONLY=sqlite` or `postgres` measures one database,
-//! and `PAYROLL_BENCH_TRACE=1` prints the payout summary while the run executes.
+//! `PAYROLL_BENCH_PAYOUTS` changes the count (default 100000), `PAYROLL_BENCH_SCALE=1` runs
+//! 100,000 and then 1,000,000 in one invocation and prints each phase's growth between them,
+//! `PAYROLL_BENCH_ROUNDS` runs it several times (default 1), `PAYROLL_BENCH_ONLY=sqlite` or
+//! `postgres` measures one database, and `PAYROLL_BENCH_TRACE=1` prints the payout summary and
+//! the server's RSS while the run executes.
 
 mod common;
 #[path = "common/floor.rs"]
 mod floor;
 
-use common::{fresh_schema, peak_mb, spawn_server, wait_ready};
+use common::{fresh_schema, spawn_server, wait_ready};
 use floor::floor;
 
 use std::time::{Duration, Instant};
@@ -37,8 +41,38 @@ fn env_number(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// Rows per import: the bench splits the employees into imports of this many, under the
+/// default `api.max_import_rows`.
+const IMPORT_ROWS: usize = 100_000;
+
+/// The phases timed, in order.
+const PHASES: [&str; 6] = ["floor", "import", "create", "csv", "confirm", "execute"];
+
+/// One invocation's figures at one run size.
+struct Figures {
+    count: usize,
+    /// Seconds of each of [`PHASES`].
+    seconds: [f64; 6],
+    /// Peak RSS (MB) of the server within each phase but the floor, which runs without it.
+    peaks: [f64; 6],
+    /// Resident memory (MB) at the end of each phase.
+    after: [f64; 6],
+    summary: Value,
+}
+
+impl Figures {
+    fn peak(&self) -> f64 {
+        self.peaks.iter().copied().fold(0.0, f64::max)
+    }
+}
+
 fn main() {
-    let count = env_number("PAYROLL_BENCH_PAYOUTS", 100_000);
+    let scale = std::env::var("PAYROLL_BENCH_SCALE").is_ok_and(|v| v == "1");
+    let sizes = if scale {
+        vec![100_000, 1_000_000]
+    } else {
+        vec![env_number("PAYROLL_BENCH_PAYOUTS", 100_000)]
+    };
     let rounds = env_number("PAYROLL_BENCH_ROUNDS", 1);
     let mut targets: Vec<(&str, Option<String>)> = vec![("sqlite", None)];
     if let Ok(url) = std::env::var("PAYROLL_BENCH_DATABASE_URL") {
@@ -50,19 +84,151 @@ fn main() {
     actix_web::rt::System::new().block_on(async move {
         for round in 1..=rounds {
             for (name, url) in &targets {
-                println!("\n## {name}, {count} payouts, round {round} of {rounds}\n");
-                if let Err(err) = run(name, url.clone(), count).await {
-                    eprintln!("{name}: {err:#}");
-                    std::process::exit(1);
+                let mut all = Vec::new();
+                for &count in &sizes {
+                    println!("\n## {name}, {count} payouts, round {round} of {rounds}\n");
+                    match run(url.clone(), count).await {
+                        Ok(figures) => {
+                            print_figures(name, &figures);
+                            all.push(figures);
+                        }
+                        Err(err) => {
+                            eprintln!("{name}: {err:#}");
+                            std::process::exit(1);
+                        }
+                    }
+                }
+                if let [small, large] = &all[..] {
+                    print_scale(name, round, rounds, small, large);
                 }
             }
         }
     });
 }
 
-async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Result<()> {
+fn print_figures(name: &str, f: &Figures) {
+    let count = f.count;
+    let floor = f.seconds[0];
+    let execute_target = if name == "postgres" { 4.0 } else { 12.0 };
+    println!(
+        "floor (insert {count} rows in one transaction, update each twice in 64-row transactions): {floor:.2} s\n"
+    );
+    println!("| Work | Time | Ratio to floor | Target | Met |");
+    println!("|---|---|---|---|---|");
+    for (work, seconds, target) in [
+        (
+            format!("Import {count} employees (CSV)"),
+            f.seconds[1],
+            Some(3.0),
+        ),
+        (
+            format!("Create a run of {count} payouts"),
+            f.seconds[2],
+            Some(3.0),
+        ),
+        (
+            "Payouts CSV of that run".to_owned(),
+            f.seconds[3],
+            Some(2.0),
+        ),
+        ("Confirm and balance check".to_owned(), f.seconds[4], None),
+        (
+            format!("Execute {count} payouts to terminal"),
+            f.seconds[5],
+            Some(execute_target),
+        ),
+    ] {
+        let ratio = seconds / floor;
+        match target {
+            Some(target) => println!(
+                "| {work} | {seconds:.2} s | {ratio:.2}× | ≤ {target}× | {} |",
+                if ratio <= target { "yes" } else { "no" }
+            ),
+            None => println!("| {work} | {seconds:.2} s | {ratio:.2}× | | |"),
+        }
+    }
+    let peak = f.peak();
+    println!(
+        "| Server peak RSS (VmHWM), import → execute | {peak:.0} MB | | < 300 MB | {} |",
+        if peak < 300.0 { "yes" } else { "no" }
+    );
+    let phases: Vec<String> = PHASES
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, phase)| format!("{phase} {:.0} MB (then {:.0} MB)", f.peaks[i], f.after[i]))
+        .collect();
+    println!(
+        "\npeak RSS within each phase (resident at its end): {}",
+        phases.join(", ")
+    );
+    println!("payout summary: {}", f.summary);
+}
+
+fn print_scale(name: &str, round: usize, rounds: usize, small: &Figures, large: &Figures) {
+    let factor = large.count as f64 / small.count as f64;
+    let limit = factor * 1.1;
+    println!(
+        "\n## {name}, {} against {} payouts in one invocation, round {round} of {rounds}\n",
+        large.count, small.count
+    );
+    println!(
+        "| Phase | {} | {} | Growth | Target | Met |",
+        small.count, large.count
+    );
+    println!("|---|---|---|---|---|---|");
+    for (i, phase) in PHASES.iter().enumerate() {
+        let growth = large.seconds[i] / small.seconds[i];
+        let target = if i == 0 {
+            String::new()
+        } else {
+            format!("≤ {limit:.0}×")
+        };
+        let met = if i == 0 {
+            ""
+        } else if growth <= limit {
+            "yes"
+        } else {
+            "no"
+        };
+        println!(
+            "| {phase} | {:.2} s | {:.2} s | {growth:.2}× | {target} | {met} |",
+            small.seconds[i], large.seconds[i]
+        );
+    }
+    let (a, b) = (small.peak(), large.peak());
+    println!(
+        "| Peak RSS | {a:.0} MB | {b:.0} MB | {:.2}× | < 300 MB | {} |",
+        b / a,
+        if a < 300.0 && b < 300.0 { "yes" } else { "no" }
+    );
+}
+
+/// Reads a field of `/proc/{pid}/status` (`VmHWM`, `VmRSS`) in MB.
+fn status_mb(pid: u32, field: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Starts a phase's own peak: resets the process's `VmHWM` to its current RSS (Linux
+/// `clear_refs` 5). Where that is refused the peak stays the process's so far.
+fn reset_peak(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
+}
+
+async fn run(base_url: Option<String>, count: usize) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
-    let floor_seconds = {
+    let mut seconds = [0.0; 6];
+    let mut peaks = [0.0; 6];
+    let mut after = [0.0; 6];
+    seconds[0] = {
         let url = match &base_url {
             Some(url) => fresh_schema(url).await?,
             None => format!(
@@ -86,14 +252,10 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
         .key
         .flatten()
         .unwrap_or_default();
-    let max_import = (256u64 << 20).to_string();
-    let max_rows = (count.max(1) * 2).to_string();
     let (mut child, port) = spawn_server(
         dir.path(),
         &settings.database_url(),
         &[
-            ("PAYROLL__API__MAX_IMPORT_BYTES", max_import.as_str()),
-            ("PAYROLL__API__MAX_IMPORT_ROWS", max_rows.as_str()),
             ("PAYROLL__EXCHANGE__WITHDRAWALS_PER_SECOND", "0"),
             ("PAYROLL__EXCHANGE__SANDBOX__COMPLETION_DELAY_MS", "0"),
             (
@@ -103,16 +265,40 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
             ("PAYROLL__RUNS__POLL_INTERVAL_MS", "200"),
         ],
     )?;
+    let pid = child.id();
+    let result = phases(&key, port, pid, count, &mut seconds, &mut peaks, &mut after).await;
+    child.kill().ok();
+    child.wait().ok();
+    Ok(Figures {
+        count,
+        seconds,
+        peaks,
+        after,
+        summary: result?,
+    })
+}
+
+/// Imports, creates, exports, confirms and executes through the API of the server on `port`;
+/// answers the final payout summary.
+async fn phases(
+    key: &str,
+    port: u16,
+    pid: u32,
+    count: usize,
+    seconds: &mut [f64; 6],
+    peaks: &mut [f64; 6],
+    after: &mut [f64; 6],
+) -> anyhow::Result<Value> {
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let client = awc::Client::builder()
-        .timeout(Duration::from_secs(900))
+        .timeout(Duration::from_secs(1800))
         .finish();
     wait_ready(&client, port).await?;
     let call = |method: &str, path: &str, body: Option<(Vec<u8>, &'static str)>| {
         let client = client.clone();
         let url = format!("{base}{path}");
         let path = path.to_owned();
-        let key = key.clone();
+        let key = key.to_owned();
         let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
         async move {
             let mut req = client
@@ -140,23 +326,31 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
         }
     };
     let json_of = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).unwrap_or(Value::Null);
+    let mut phase = |i: usize, started: Instant| {
+        seconds[i] = started.elapsed().as_secs_f64();
+        peaks[i] = status_mb(pid, "VmHWM:");
+        after[i] = status_mb(pid, "VmRSS:");
+        reset_peak(pid);
+    };
+    reset_peak(pid);
 
-    let mut csv = String::from("name,email,salary_usd_cents,network,wallet_address\n");
-    for i in 0..count {
-        csv.push_str(&format!(
-            "Employee {i},employee{i}@example.com,250000,BASE,0x{:040x}\n",
-            i + 1
-        ));
-    }
     let started = Instant::now();
-    call(
-        "POST",
-        "/employees/import",
-        Some((csv.into_bytes(), "text/csv")),
-    )
-    .await?;
-    let import = started.elapsed().as_secs_f64();
-    let mut peaks = vec![("import", peak_mb(child.id()))];
+    for first in (0..count).step_by(IMPORT_ROWS) {
+        let mut csv = String::from("name,email,salary_usd_cents,network,wallet_address\n");
+        for i in first..count.min(first + IMPORT_ROWS) {
+            csv.push_str(&format!(
+                "Employee {i},employee{i}@example.com,250000,BASE,0x{:040x}\n",
+                i + 1
+            ));
+        }
+        call(
+            "POST",
+            "/employees/import",
+            Some((csv.into_bytes(), "text/csv")),
+        )
+        .await?;
+    }
+    phase(1, started);
 
     let started = Instant::now();
     let period = json!({"period_start": "2026-03-01", "period_end": "2026-03-31"});
@@ -168,8 +362,7 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
         )
         .await?,
     );
-    let create = started.elapsed().as_secs_f64();
-    peaks.push(("create", peak_mb(child.id())));
+    phase(2, started);
     let run_id = run["data"]["id"].as_str().unwrap_or_default().to_owned();
 
     let started = Instant::now();
@@ -179,12 +372,12 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
         None,
     )
     .await?;
-    let export = started.elapsed().as_secs_f64();
     let lines = csv.iter().filter(|b| **b == b'\n').count();
     anyhow::ensure!(lines == count + 1, "the payouts CSV has {lines} lines");
     drop(csv);
-    peaks.push(("csv", peak_mb(child.id())));
+    phase(3, started);
 
+    let started = Instant::now();
     call("POST", &format!("/payroll-runs/{run_id}/confirm"), None).await?;
     call(
         "POST",
@@ -192,7 +385,8 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
         None,
     )
     .await?;
-    peaks.push(("confirm", peak_mb(child.id())));
+    phase(4, started);
+
     let started = Instant::now();
     call("POST", &format!("/payroll-runs/{run_id}/execute"), None).await?;
     let summary = loop {
@@ -202,53 +396,18 @@ async fn run(name: &str, base_url: Option<String>, count: usize) -> anyhow::Resu
         }
         if std::env::var_os("PAYROLL_BENCH_TRACE").is_some() {
             eprintln!(
-                "{:>7.2}s {}",
+                "{:>7.2}s {:.0} MB {}",
                 started.elapsed().as_secs_f64(),
+                status_mb(pid, "VmRSS:"),
                 run["data"]["payout_summary"]
             );
         }
         anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(1800),
+            started.elapsed() < Duration::from_secs(3600),
             "run did not finish: {run}"
         );
         actix_web::rt::time::sleep(Duration::from_millis(100)).await;
     };
-    let execute = started.elapsed().as_secs_f64();
-    let peak = peak_mb(child.id());
-    child.kill().ok();
-    child.wait().ok();
-
-    let execute_target = if name == "postgres" { 4.0 } else { 12.0 };
-    println!(
-        "floor (insert {count} rows in one transaction, update each twice in 64-row transactions): {floor_seconds:.2} s\n"
-    );
-    println!("| Work | Time | Ratio to floor | Target | Met |");
-    println!("|---|---|---|---|---|");
-    for (work, seconds, target) in [
-        (format!("Import {count} employees (CSV)"), import, 3.0),
-        (format!("Create a run of {count} payouts"), create, 3.0),
-        ("Payouts CSV of that run".to_owned(), export, 2.0),
-        (
-            format!("Execute {count} payouts to terminal"),
-            execute,
-            execute_target,
-        ),
-    ] {
-        let ratio = seconds / floor_seconds;
-        println!(
-            "| {work} | {seconds:.2} s | {ratio:.2}× | ≤ {target}× | {} |",
-            if ratio <= target { "yes" } else { "no" }
-        );
-    }
-    println!(
-        "| Server peak RSS (VmHWM), import → execute | {peak:.0} MB | | < 300 MB | {} |",
-        if peak < 300.0 { "yes" } else { "no" }
-    );
-    let peaks: Vec<String> = peaks
-        .iter()
-        .map(|(phase, mb)| format!("after {phase} {mb:.0} MB"))
-        .collect();
-    println!("\npeak RSS so far: {}", peaks.join(", "));
-    println!("payout summary: {summary}");
-    Ok(())
+    phase(5, started);
+    Ok(summary)
 }

@@ -34,6 +34,7 @@ mod providers;
 mod receiver;
 mod reconciliation;
 mod runs;
+mod scale;
 mod security;
 mod several_instances;
 mod status;
