@@ -165,8 +165,29 @@ pub fn load_pepper(settings: &Settings) -> anyhow::Result<Secret> {
     let mut bytes = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut bytes);
     let pepper = hex::encode(bytes);
-    write_private(&path, &pepper)?;
-    Ok(Secret::new(pepper))
+    // Written whole under a name of this process's own, then linked into place: instances
+    // started together on a new data folder never see a half-written pepper, and the one
+    // whose link comes second takes the first one's.
+    let draft = dir.join(format!("key_pepper.{}.new", std::process::id()));
+    let _ = std::fs::remove_file(&draft);
+    write_private(&draft, &pepper)?;
+    let linked = std::fs::hard_link(&draft, &path);
+    let _ = std::fs::remove_file(&draft);
+    match linked {
+        Ok(()) => Ok(Secret::new(pepper)),
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            let existing = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let existing = existing.trim();
+            anyhow::ensure!(
+                !existing.is_empty(),
+                "{} is empty; remove it (keys made under it stop working) or set auth.key_pepper",
+                path.display()
+            );
+            Ok(Secret::new(existing))
+        }
+        Err(err) => Err(err).with_context(|| format!("cannot create {}", path.display())),
+    }
 }
 
 fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
