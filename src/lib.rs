@@ -6,6 +6,7 @@ pub mod config;
 pub mod http;
 pub mod mcp;
 pub mod openapi;
+pub mod pepper;
 pub mod routes;
 pub mod sqlite_lock;
 pub mod startup;
