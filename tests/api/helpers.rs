@@ -216,29 +216,38 @@ impl TestApp {
         headers: &[(&str, &str)],
     ) -> Resp {
         let method = awc::http::Method::from_bytes(method.as_bytes()).expect("method");
-        let mut req = self.client.request(method, self.url(path));
-        if let Some(key) = key {
-            req = req.insert_header(("Authorization", format!("Bearer {key}")));
-        }
-        if let Some(idem) = idempotency_key {
-            req = req.insert_header(("Idempotency-Key", idem.to_owned()));
-        }
         let has_content_type = headers
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case("content-type"));
-        for (name, value) in headers {
-            req = req.insert_header((*name, *value));
-        }
-        let mut res = match body {
-            Some(body) => {
-                if !has_content_type {
-                    req = req.insert_header(("Content-Type", "application/json"));
-                }
-                req.send_body(body).await
+        // A kept-alive connection the server closed just as it was taken fails to connect
+        // before anything is sent: that one is tried again on a new connection.
+        let mut attempt = 0;
+        let mut res = loop {
+            attempt += 1;
+            let mut req = self.client.request(method.clone(), self.url(path));
+            if let Some(key) = key {
+                req = req.insert_header(("Authorization", format!("Bearer {key}")));
             }
-            None => req.send().await,
-        }
-        .expect("request sent");
+            if let Some(idem) = idempotency_key {
+                req = req.insert_header(("Idempotency-Key", idem.to_owned()));
+            }
+            for (name, value) in headers {
+                req = req.insert_header((*name, *value));
+            }
+            let sent = match &body {
+                Some(body) => {
+                    if !has_content_type {
+                        req = req.insert_header(("Content-Type", "application/json"));
+                    }
+                    req.send_body(body.clone()).await
+                }
+                None => req.send().await,
+            };
+            match sent {
+                Err(awc::error::SendRequestError::Connect(_)) if attempt < 3 => continue,
+                sent => break sent.expect("request sent"),
+            }
+        };
         let bytes = res
             .body()
             .limit(512 * 1024 * 1024)
