@@ -20,11 +20,11 @@ use crate::{
     exchange::holds::{self, Release},
 };
 
-/// DRAFT, CONFIRMED or DEPOSITED → CANCELLED: pending payouts cancelled, the reservation and
-/// test-run deductions released.
 /// PENDING payouts cancelled per page when a run is cancelled.
 const CANCEL_PAGE: u64 = 2000;
 
+/// DRAFT, CONFIRMED or DEPOSITED → CANCELLED: pending payouts cancelled, the reservation and
+/// test-run deductions released.
 pub(super) async fn cancel(
     deps: &RunDeps,
     snapshot: Snapshot,
