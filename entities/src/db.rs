@@ -38,7 +38,21 @@ pub struct Db {
     generation: Arc<AtomicU64>,
     /// Whether the database answers, as this process last saw it.
     health: Arc<DbHealth>,
+    /// On SQLite, the connection of its own that starts the log over ([`Db::checkpoint`]),
+    /// opened at its first use.
+    restarter: Arc<Mutex<Option<DatabaseConnection>>>,
 }
+
+/// Pages in the SQLite log past which [`Db::checkpoint`] starts it over (about 16 MB).
+const RESTART_AFTER_PAGES: i64 = 4_096;
+
+/// How long starting the log over waits for readers of its older pages (which hold it) before
+/// it leaves that to a later checkpoint: the process's writers wait meanwhile.
+const RESTART_PATIENCE: Duration = Duration::from_millis(20);
+
+/// What a SQLite log that starts over is cut back to (`journal_size_limit`): it is written
+/// again from its start, in place, rather than grown.
+const LOG_SIZE_LIMIT: &str = "33554432";
 
 /// Called after a transaction that noted something for after its commit has committed, with
 /// what it noted.
@@ -186,6 +200,7 @@ impl Db {
                         "wal_autocheckpoint",
                         if from_the_side { "0" } else { "1000" },
                     )
+                    .pragma("journal_size_limit", LOG_SIZE_LIMIT)
             });
         Self::connect_with(options).await
     }
@@ -212,6 +227,7 @@ impl Db {
             commit_hook: Arc::default(),
             generation: Arc::default(),
             health,
+            restarter: Arc::default(),
         })
     }
 
@@ -305,22 +321,56 @@ impl Db {
     /// needs it (a passive checkpoint). It takes neither SQLite's write lock nor this
     /// process's, so writers go on meanwhile. Answers the pages in the log and how many of
     /// them are in the database file now; `None` on PostgreSQL.
+    ///
+    /// A log past [`RESTART_AFTER_PAGES`] is then started over: under this process's write
+    /// lock, the rest is copied and readers of the log's older pages are waited for (at most
+    /// [`RESTART_PATIENCE`]), so that the next commit writes the log from its start. Otherwise
+    /// a log that always has a reader is never started over while the service is busy: it
+    /// grows by every commit (to gigabytes in a run of a million payouts), and each page
+    /// written past its end costs the file system a new block, zeroed.
     pub async fn checkpoint(&self) -> Result<Option<(i64, i64)>, DbErr> {
         if self.backend() != DatabaseBackend::Sqlite {
             return Ok(None);
         }
-        use sea_orm::ConnectionTrait as _;
-        let row = self
-            .conn
-            .query_one_raw(sea_orm::Statement::from_string(
-                DatabaseBackend::Sqlite,
-                "PRAGMA wal_checkpoint(PASSIVE)",
-            ))
-            .await?;
-        Ok(match row {
-            Some(row) => Some((row.try_get_by_index(1)?, row.try_get_by_index(2)?)),
-            None => None,
-        })
+        let pages = checkpoint_on(&self.conn, "PASSIVE").await?;
+        match pages {
+            Some((log, _)) if log >= RESTART_AFTER_PAGES => self.restart_log().await,
+            _ => Ok(pages),
+        }
+    }
+
+    /// The restart of [`Db::checkpoint`], on a connection of its own that waits for readers at
+    /// most [`RESTART_PATIENCE`]; a restart they hold up is left to a later checkpoint.
+    async fn restart_log(&self) -> Result<Option<(i64, i64)>, DbErr> {
+        let Some(write_lock) = &self.write_lock else {
+            return Ok(None);
+        };
+        let mut restarter = self.restarter.lock().await;
+        if restarter.is_none() {
+            let mut options = ConnectOptions::new(self.health.url.clone());
+            options
+                .max_connections(1)
+                .min_connections(0)
+                .sqlx_logging(false)
+                .map_sqlx_sqlite_opts(|opts| {
+                    opts.journal_mode(SqliteJournalMode::Wal)
+                        .synchronous(SqliteSynchronous::Normal)
+                        .busy_timeout(RESTART_PATIENCE)
+                        .create_if_missing(false)
+                        .pragma("journal_size_limit", LOG_SIZE_LIMIT)
+                });
+            *restarter = Some(Database::connect(options).await?);
+        }
+        let Some(conn) = restarter.as_ref() else {
+            return Ok(None);
+        };
+        let _writers_wait = write_lock.clone().lock_owned().await;
+        let pages = checkpoint_on(conn, "RESTART").await;
+        if pages.is_err() {
+            // Opened afresh next time.
+            *restarter = None;
+        }
+        pages
     }
 
     /// On PostgreSQL, refreshes the planner's statistics of `table` (`ANALYZE`), after a
@@ -375,9 +425,26 @@ fn sqlite_file(url: &str) -> Option<&str> {
     (!path.is_empty() && path != ":memory:").then_some(path)
 }
 
+/// `PRAGMA wal_checkpoint(mode)` on `conn`: the pages in the log and how many of them are in
+/// the database file now.
+async fn checkpoint_on(conn: &DatabaseConnection, mode: &str) -> Result<Option<(i64, i64)>, DbErr> {
+    use sea_orm::ConnectionTrait as _;
+    let row = conn
+        .query_one_raw(sea_orm::Statement::from_string(
+            DatabaseBackend::Sqlite,
+            format!("PRAGMA wal_checkpoint({mode})"),
+        ))
+        .await?;
+    Ok(match row {
+        Some(row) => Some((row.try_get_by_index(1)?, row.try_get_by_index(2)?)),
+        None => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Db, sqlite_file};
+    use super::{Db, RESTART_AFTER_PAGES, checkpoint_on, sqlite_file};
+    use sea_orm::{DatabaseBackend, TransactionTrait as _};
     use std::time::{Duration, Instant};
 
     #[tokio::test]
@@ -445,6 +512,147 @@ mod tests {
         let (pages, copied) = db.checkpoint().await.expect("checkpoint").expect("SQLite");
         assert!(pages > 5_000, "{pages} pages");
         assert_eq!(copied, pages, "nothing reads: the whole log is copied");
+    }
+
+    #[tokio::test]
+    async fn a_long_log_starts_over_unless_a_reader_holds_it() {
+        use sea_orm::ConnectionTrait as _;
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
+        let db = Db::connect_checkpointing(&url, 3, true)
+            .await
+            .expect("database");
+        db.conn
+            .execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+            .await
+            .expect("table");
+        let write = |rows: u32| {
+            let db = db.clone();
+            async move {
+                let tx = db.begin_write().await.expect("transaction");
+                tx.execute_unprepared(&format!(
+                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows}) \
+                     INSERT INTO t (v) SELECT printf('%.500c', 'x') FROM n"
+                ))
+                .await
+                .expect("rows");
+                tx.commit().await.expect("commit");
+            }
+        };
+        let log_pages = || async {
+            checkpoint_on(&db.conn, "PASSIVE")
+                .await
+                .expect("checkpoint")
+                .expect("SQLite")
+                .0
+        };
+        for _ in 0..24 {
+            write(2_000).await;
+        }
+
+        // A reader whose snapshot needs pages still only in the log holds the restart up: the
+        // checkpoint gives up after its patience (not the busy timeout of 10 s), and writers
+        // go on.
+        let reader = db.conn.begin().await.expect("read transaction");
+        reader
+            .query_one_raw(sea_orm::Statement::from_string(
+                DatabaseBackend::Sqlite,
+                "SELECT count(*) FROM t",
+            ))
+            .await
+            .expect("read");
+        write(10).await;
+        let started = Instant::now();
+        db.checkpoint().await.expect("checkpoint");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        write(10).await;
+        let pages = log_pages().await;
+        assert!(
+            pages > RESTART_AFTER_PAGES,
+            "held by the reader: {pages} pages"
+        );
+
+        // Once it is gone, the next checkpoint starts the log over: the next commit writes it
+        // from its start.
+        reader.commit().await.expect("end of the read");
+        db.checkpoint().await.expect("checkpoint");
+        write(10).await;
+        let pages = log_pages().await;
+        assert!(pages < 100, "the log started over: {pages} pages");
+        let rows = db
+            .conn
+            .query_one_raw(sea_orm::Statement::from_string(
+                DatabaseBackend::Sqlite,
+                "SELECT count(*) FROM t",
+            ))
+            .await
+            .expect("count")
+            .expect("row")
+            .try_get_by_index::<i64>(0)
+            .expect("count");
+        assert_eq!(rows, 24 * 2_000 + 3 * 10, "every row is there");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_log_starts_over_under_steady_readers() {
+        use sea_orm::ConnectionTrait as _;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let dir = tempfile::tempdir().expect("temporary folder");
+        let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
+        let db = Db::connect_checkpointing(&url, 4, true)
+            .await
+            .expect("database");
+        db.conn
+            .execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+            .await
+            .expect("table");
+        // Three readers, one snapshot after another, so that some reader is nearly always in one
+        // (without the restart the log grows by every commit: 7,659 pages here).
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (db, stop) = (db.clone(), stop.clone());
+                tokio::spawn(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let tx = db.conn.begin().await.expect("read transaction");
+                        tx.query_one_raw(sea_orm::Statement::from_string(
+                            DatabaseBackend::Sqlite,
+                            "SELECT max(id) FROM t",
+                        ))
+                        .await
+                        .expect("read");
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        tx.commit().await.expect("end of the read");
+                    }
+                })
+            })
+            .collect();
+        let mut most = 0;
+        for _ in 0..30 {
+            let tx = db.begin_write().await.expect("transaction");
+            tx.execute_unprepared(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) \
+                 INSERT INTO t (v) SELECT printf('%.500c', 'x') FROM n",
+            )
+            .await
+            .expect("rows");
+            tx.commit().await.expect("commit");
+            let (pages, _) = db.checkpoint().await.expect("checkpoint").expect("SQLite");
+            most = most.max(pages);
+        }
+        stop.store(true, Ordering::Relaxed);
+        for reader in readers {
+            reader.await.expect("reader");
+        }
+        // 30 commits of about 250 pages each: a log never started over would hold 7,500.
+        assert!(
+            most < RESTART_AFTER_PAGES + 1_000,
+            "the log reached {most} pages"
+        );
     }
 
     #[test]

@@ -218,7 +218,7 @@ pub struct DbHealth {
     /// The database's clock minus this process's, in milliseconds.
     clock_offset_ms: AtomicI64,
     /// The URL the prober opens its own connection to.
-    url: String,
+    pub(crate) url: String,
     backend: DatabaseBackend,
     /// The folder of a SQLite database's file, whose filesystem's free space tells whether
     /// writes can be taken again after it ran out.
