@@ -46,6 +46,10 @@ pub struct Db {
 /// Pages in the SQLite log past which [`Db::checkpoint`] starts it over (about 16 MB).
 const RESTART_AFTER_PAGES: i64 = 4_096;
 
+/// At most this many pages of the log left to copy (readers still needed them) for it to be
+/// started over: the rest is copied under the write lock, which writers wait for.
+const RESTART_BACKLOG_PAGES: i64 = 1_024;
+
 /// How long starting the log over waits for readers of its older pages (which hold it) before
 /// it leaves that to a later checkpoint: the process's writers wait meanwhile.
 const RESTART_PATIENCE: Duration = Duration::from_millis(20);
@@ -322,8 +326,8 @@ impl Db {
     /// process's, so writers go on meanwhile. Answers the pages in the log and how many of
     /// them are in the database file now; `None` on PostgreSQL.
     ///
-    /// A log past [`RESTART_AFTER_PAGES`] is then started over: under this process's write
-    /// lock, the rest is copied and readers of the log's older pages are waited for (at most
+    /// A log past [`RESTART_AFTER_PAGES`], all but [`RESTART_BACKLOG_PAGES`] of it copied, is
+    /// then started over: under this process's write lock, the rest is copied and readers of the log's older pages are waited for (at most
     /// [`RESTART_PATIENCE`]), so that the next commit writes the log from its start. Otherwise
     /// a log that always has a reader is never started over while the service is busy: it
     /// grows by every commit (to gigabytes in a run of a million payouts), and each page
@@ -334,7 +338,11 @@ impl Db {
         }
         let pages = checkpoint_on(&self.conn, "PASSIVE").await?;
         match pages {
-            Some((log, _)) if log >= RESTART_AFTER_PAGES => self.restart_log().await,
+            Some((log, copied))
+                if log >= RESTART_AFTER_PAGES && log - copied <= RESTART_BACKLOG_PAGES =>
+            {
+                self.restart_log().await
+            }
             _ => Ok(pages),
         }
     }
