@@ -336,7 +336,7 @@ impl Db {
         if self.backend() != DatabaseBackend::Sqlite {
             return Ok(None);
         }
-        let pages = checkpoint_on(&self.conn, "PASSIVE").await?;
+        let pages = checkpoint_on(&self.conn, PASSIVE).await?;
         match pages {
             Some((log, copied))
                 if log >= RESTART_AFTER_PAGES && log - copied <= RESTART_BACKLOG_PAGES =>
@@ -373,7 +373,7 @@ impl Db {
             return Ok(None);
         };
         let _writers_wait = write_lock.clone().lock_owned().await;
-        let pages = checkpoint_on(conn, "RESTART").await;
+        let pages = checkpoint_on(conn, RESTART).await;
         if pages.is_err() {
             // Opened afresh next time.
             *restarter = None;
@@ -433,14 +433,24 @@ fn sqlite_file(url: &str) -> Option<&str> {
     (!path.is_empty() && path != ":memory:").then_some(path)
 }
 
-/// `PRAGMA wal_checkpoint(mode)` on `conn`: the pages in the log and how many of them are in
-/// the database file now.
-async fn checkpoint_on(conn: &DatabaseConnection, mode: &str) -> Result<Option<(i64, i64)>, DbErr> {
+/// A checkpoint that copies what no reader needs, taking no lock.
+const PASSIVE: &str = "PRAGMA wal_checkpoint(PASSIVE)";
+
+/// A checkpoint that copies all, then waits for readers of the log (the connection's busy
+/// timeout) so that the next commit writes it from its start.
+const RESTART: &str = "PRAGMA wal_checkpoint(RESTART)";
+
+/// The checkpoint `pragma` ([`PASSIVE`], [`RESTART`]) on `conn`: the pages in the log and how
+/// many of them are in the database file now.
+async fn checkpoint_on(
+    conn: &DatabaseConnection,
+    pragma: &'static str,
+) -> Result<Option<(i64, i64)>, DbErr> {
     use sea_orm::ConnectionTrait as _;
     let row = conn
         .query_one_raw(sea_orm::Statement::from_string(
             DatabaseBackend::Sqlite,
-            format!("PRAGMA wal_checkpoint({mode})"),
+            pragma,
         ))
         .await?;
     Ok(match row {
@@ -451,7 +461,7 @@ async fn checkpoint_on(conn: &DatabaseConnection, mode: &str) -> Result<Option<(
 
 #[cfg(test)]
 mod tests {
-    use super::{Db, RESTART_AFTER_PAGES, checkpoint_on, sqlite_file};
+    use super::{Db, PASSIVE, RESTART_AFTER_PAGES, checkpoint_on, sqlite_file};
     use sea_orm::{DatabaseBackend, TransactionTrait as _};
     use std::time::{Duration, Instant};
 
@@ -488,28 +498,43 @@ mod tests {
         assert!(background_began >= second_done);
     }
 
-    #[tokio::test]
-    async fn commits_leave_the_log_to_a_checkpoint_from_the_side() {
+    /// A SQLite database in a folder of its own, with a table `t`, whose log only a
+    /// checkpoint from the side copies.
+    async fn log_db(connections: u32) -> (tempfile::TempDir, Db) {
         use sea_orm::ConnectionTrait as _;
         let dir = tempfile::tempdir().expect("temporary folder");
         let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
-        let db = Db::connect_checkpointing(&url, 2, true)
+        let db = Db::connect_checkpointing(&url, connections, true)
             .await
             .expect("database");
         db.conn
             .execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
             .await
             .expect("table");
+        (dir, db)
+    }
+
+    /// Commits `rows` rows of 500 bytes to `t`.
+    async fn write_rows(db: &Db, rows: u32) {
+        use sea_orm::ConnectionTrait as _;
+        let tx = db.begin_write().await.expect("transaction");
+        tx.execute_raw(sea_orm::Statement::from_sql_and_values(
+            DatabaseBackend::Sqlite,
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) \
+             INSERT INTO t (v) SELECT printf('%.500c', 'x') FROM n",
+            [rows.into()],
+        ))
+        .await
+        .expect("rows");
+        tx.commit().await.expect("commit");
+    }
+
+    #[tokio::test]
+    async fn commits_leave_the_log_to_a_checkpoint_from_the_side() {
+        let (dir, db) = log_db(2).await;
         // Far more pages than SQLite's own default of 1,000 between checkpoints.
         for _ in 0..20 {
-            let tx = db.begin_write().await.expect("transaction");
-            tx.execute_unprepared(
-                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) \
-                 INSERT INTO t (v) SELECT printf('%.500c', 'x') FROM n",
-            )
-            .await
-            .expect("rows");
-            tx.commit().await.expect("commit");
+            write_rows(&db, 2_000).await;
         }
         let wal = dir.path().join("t.db-wal");
         let logged = std::fs::metadata(&wal).expect("log").len();
@@ -525,37 +550,16 @@ mod tests {
     #[tokio::test]
     async fn a_long_log_starts_over_unless_a_reader_holds_it() {
         use sea_orm::ConnectionTrait as _;
-        let dir = tempfile::tempdir().expect("temporary folder");
-        let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
-        let db = Db::connect_checkpointing(&url, 3, true)
-            .await
-            .expect("database");
-        db.conn
-            .execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
-            .await
-            .expect("table");
-        let write = |rows: u32| {
-            let db = db.clone();
-            async move {
-                let tx = db.begin_write().await.expect("transaction");
-                tx.execute_unprepared(&format!(
-                    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows}) \
-                     INSERT INTO t (v) SELECT printf('%.500c', 'x') FROM n"
-                ))
-                .await
-                .expect("rows");
-                tx.commit().await.expect("commit");
-            }
-        };
+        let (_dir, db) = log_db(3).await;
         let log_pages = || async {
-            checkpoint_on(&db.conn, "PASSIVE")
+            checkpoint_on(&db.conn, PASSIVE)
                 .await
                 .expect("checkpoint")
                 .expect("SQLite")
                 .0
         };
         for _ in 0..24 {
-            write(2_000).await;
+            write_rows(&db, 2_000).await;
         }
 
         // A reader whose snapshot needs pages still only in the log holds the restart up: the
@@ -569,7 +573,7 @@ mod tests {
             ))
             .await
             .expect("read");
-        write(10).await;
+        write_rows(&db, 10).await;
         let started = Instant::now();
         db.checkpoint().await.expect("checkpoint");
         assert!(
@@ -577,7 +581,7 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
-        write(10).await;
+        write_rows(&db, 10).await;
         let pages = log_pages().await;
         assert!(
             pages > RESTART_AFTER_PAGES,
@@ -588,7 +592,7 @@ mod tests {
         // from its start.
         reader.commit().await.expect("end of the read");
         db.checkpoint().await.expect("checkpoint");
-        write(10).await;
+        write_rows(&db, 10).await;
         let pages = log_pages().await;
         assert!(pages < 100, "the log started over: {pages} pages");
         let rows = db
@@ -609,15 +613,7 @@ mod tests {
     async fn the_log_starts_over_under_steady_readers() {
         use sea_orm::ConnectionTrait as _;
         use std::sync::atomic::{AtomicBool, Ordering};
-        let dir = tempfile::tempdir().expect("temporary folder");
-        let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
-        let db = Db::connect_checkpointing(&url, 4, true)
-            .await
-            .expect("database");
-        db.conn
-            .execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
-            .await
-            .expect("table");
+        let (_dir, db) = log_db(4).await;
         // Three readers, one snapshot after another, so that some reader is nearly always in one
         // (without the restart the log grows by every commit: 7,659 pages here).
         let stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -641,14 +637,7 @@ mod tests {
             .collect();
         let mut most = 0;
         for _ in 0..30 {
-            let tx = db.begin_write().await.expect("transaction");
-            tx.execute_unprepared(
-                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000) \
-                 INSERT INTO t (v) SELECT printf('%.500c', 'x') FROM n",
-            )
-            .await
-            .expect("rows");
-            tx.commit().await.expect("commit");
+            write_rows(&db, 2_000).await;
             let (pages, _) = db.checkpoint().await.expect("checkpoint").expect("SQLite");
             most = most.max(pages);
         }
