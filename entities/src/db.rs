@@ -20,7 +20,7 @@ use std::{
 use sea_orm::{
     ConnectOptions, Database, DatabaseBackend, DatabaseConnection, DatabaseTransaction, DbErr,
     SqliteTransactionMode, TransactionOptions, TransactionTrait,
-    sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous},
+    sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous},
 };
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
@@ -195,8 +195,7 @@ impl Db {
             .test_before_acquire_if_idle_for(Duration::from_secs(60))
             .sqlx_logging(false)
             .map_sqlx_sqlite_opts(move |opts| {
-                opts.journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Normal)
+                logged(opts)
                     .busy_timeout(Duration::from_secs(10))
                     .foreign_keys(true)
                     .row_buffer_size(4096)
@@ -204,7 +203,6 @@ impl Db {
                         "wal_autocheckpoint",
                         if from_the_side { "0" } else { "1000" },
                     )
-                    .pragma("journal_size_limit", LOG_SIZE_LIMIT)
             });
         Self::connect_with(options).await
     }
@@ -327,11 +325,12 @@ impl Db {
     /// them are in the database file now; `None` on PostgreSQL.
     ///
     /// A log past [`RESTART_AFTER_PAGES`], all but [`RESTART_BACKLOG_PAGES`] of it copied, is
-    /// then started over: under this process's write lock, the rest is copied and readers of the log's older pages are waited for (at most
-    /// [`RESTART_PATIENCE`]), so that the next commit writes the log from its start. Otherwise
-    /// a log that always has a reader is never started over while the service is busy: it
-    /// grows by every commit (to gigabytes in a run of a million payouts), and each page
-    /// written past its end costs the file system a new block, zeroed.
+    /// then started over: under this process's write lock, the rest is copied and readers of
+    /// the log's older pages are waited for (at most [`RESTART_PATIENCE`]), so that the next
+    /// commit writes the log from its start. Otherwise a log that always has a reader is never
+    /// started over while the service is busy: it grows by every commit (to gigabytes in a run
+    /// of a million payouts), and each page written past its end costs the file system a new
+    /// block, zeroed.
     pub async fn checkpoint(&self) -> Result<Option<(i64, i64)>, DbErr> {
         if self.backend() != DatabaseBackend::Sqlite {
             return Ok(None);
@@ -354,29 +353,29 @@ impl Db {
             return Ok(None);
         };
         let mut restarter = self.restarter.lock().await;
-        if restarter.is_none() {
-            let mut options = ConnectOptions::new(self.health.url.clone());
-            options
-                .max_connections(1)
-                .min_connections(0)
-                .sqlx_logging(false)
-                .map_sqlx_sqlite_opts(|opts| {
-                    opts.journal_mode(SqliteJournalMode::Wal)
-                        .synchronous(SqliteSynchronous::Normal)
-                        .busy_timeout(RESTART_PATIENCE)
-                        .create_if_missing(false)
-                        .pragma("journal_size_limit", LOG_SIZE_LIMIT)
-                });
-            *restarter = Some(Database::connect(options).await?);
-        }
-        let Some(conn) = restarter.as_ref() else {
-            return Ok(None);
+        let conn = match restarter.take() {
+            Some(conn) => conn,
+            None => {
+                let mut options = ConnectOptions::new(self.health.url.clone());
+                options
+                    .max_connections(1)
+                    .min_connections(0)
+                    .sqlx_logging(false)
+                    .map_sqlx_sqlite_opts(|opts| {
+                        logged(opts)
+                            .busy_timeout(RESTART_PATIENCE)
+                            .create_if_missing(false)
+                    });
+                Database::connect(options).await?
+            }
         };
-        let _writers_wait = write_lock.clone().lock_owned().await;
-        let pages = checkpoint_on(conn, RESTART).await;
-        if pages.is_err() {
-            // Opened afresh next time.
-            *restarter = None;
+        let pages = {
+            let _writers_wait = write_lock.clone().lock_owned().await;
+            checkpoint_on(&conn, RESTART).await
+        };
+        // Kept while it answers; opened afresh after an error.
+        if pages.is_ok() {
+            *restarter = Some(conn);
         }
         pages
     }
@@ -431,6 +430,14 @@ fn sqlite_file(url: &str) -> Option<&str> {
         .or_else(|| url.strip_prefix("sqlite:"))?;
     let path = rest.split('?').next().unwrap_or(rest);
     (!path.is_empty() && path != ":memory:").then_some(path)
+}
+
+/// The log's settings every connection of the service to a SQLite database has: write-ahead,
+/// synced at checkpoints, cut back to [`LOG_SIZE_LIMIT`] when it starts over.
+fn logged(opts: SqliteConnectOptions) -> SqliteConnectOptions {
+    opts.journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .pragma("journal_size_limit", LOG_SIZE_LIMIT)
 }
 
 /// A checkpoint that copies what no reader needs, taking no lock.
