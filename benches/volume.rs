@@ -57,6 +57,9 @@ struct Figures {
     peaks: [f64; 6],
     /// Resident memory (MB) at the end of each phase.
     after: [f64; 6],
+    /// Processor seconds within each phase but the floor: the server's, and the machine's
+    /// (every process and the kernel's own threads), and the machine's waiting on the disk.
+    cpu: [Cpu; 6],
     summary: Value,
 }
 
@@ -162,6 +165,22 @@ fn print_figures(name: &str, f: &Figures) {
         "\npeak RSS within each phase (resident at its end): {}",
         phases.join(", ")
     );
+    let cpu: Vec<String> = PHASES
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(i, phase)| {
+            let c = &f.cpu[i];
+            format!(
+                "{phase} {:.2} s (machine {:.2} s, disk wait {:.2} s)",
+                c.server, c.machine, c.iowait
+            )
+        })
+        .collect();
+    println!(
+        "processor time within each phase, the server's: {}",
+        cpu.join(", ")
+    );
     println!("payout summary: {}", f.summary);
 }
 
@@ -202,6 +221,27 @@ fn print_scale(name: &str, round: usize, rounds: usize, small: &Figures, large: 
         b / a,
         if a < 300.0 && b < 300.0 { "yes" } else { "no" }
     );
+    // Where the time went: a phase whose server processor time grows as the run does while
+    // its wall time grows faster was waiting (on the disk, or on the machine's other work).
+    println!(
+        "\n| Phase | Server CPU growth | Machine CPU growth | Disk wait, {} → {} |",
+        small.count, large.count
+    );
+    println!("|---|---|---|---|");
+    for (i, phase) in PHASES.iter().enumerate().skip(1) {
+        let (s, l) = (&small.cpu[i], &large.cpu[i]);
+        println!(
+            "| {phase} | {:.2}× ({:.2} → {:.2} s) | {:.2}× ({:.2} → {:.2} s) | {:.2} → {:.2} s |",
+            l.server / s.server,
+            s.server,
+            l.server,
+            l.machine / s.machine,
+            s.machine,
+            l.machine,
+            s.iowait,
+            l.iowait
+        );
+    }
 }
 
 /// Reads a field of `/proc/{pid}/status` (`VmHWM`, `VmRSS`) in MB.
@@ -217,6 +257,70 @@ fn status_mb(pid: u32, field: &str) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// The figures [`phases`] fills in, each indexed as [`PHASES`].
+struct PhaseFigures<'a> {
+    seconds: &'a mut [f64; 6],
+    peaks: &'a mut [f64; 6],
+    after: &'a mut [f64; 6],
+    cpu: &'a mut [Cpu; 6],
+}
+
+/// Processor seconds so far (or within a phase): the server's (user and system, from
+/// `/proc/{pid}/stat`), the machine's busy time and its time waiting on the disk (`/proc/stat`).
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    server: f64,
+    machine: f64,
+    iowait: f64,
+}
+
+impl Cpu {
+    /// Clock ticks per second of `/proc`'s figures (`USER_HZ`, 100 on Linux).
+    const TICKS: f64 = 100.0;
+
+    fn now(pid: u32) -> Cpu {
+        let server = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                // The fields after the command's name, which closes with the last ')'.
+                let rest = &s[s.rfind(')')? + 2..];
+                let fields: Vec<&str> = rest.split_whitespace().collect();
+                // utime and stime, fields 14 and 15 of the whole line.
+                let user: f64 = fields.get(11)?.parse().ok()?;
+                let system: f64 = fields.get(12)?.parse().ok()?;
+                Some((user + system) / Self::TICKS)
+            })
+            .unwrap_or(0.0);
+        let (machine, iowait) = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().next()?;
+                let t: Vec<f64> = line
+                    .split_whitespace()
+                    .skip(1)
+                    .filter_map(|v| v.parse().ok())
+                    .collect();
+                // user nice system idle iowait irq softirq steal
+                let busy = t.first()? + t.get(1)? + t.get(2)? + t.get(5)? + t.get(6)?;
+                Some((busy / Self::TICKS, t.get(4)? / Self::TICKS))
+            })
+            .unwrap_or((0.0, 0.0));
+        Cpu {
+            server,
+            machine,
+            iowait,
+        }
+    }
+
+    fn since(&self, start: &Cpu) -> Cpu {
+        Cpu {
+            server: self.server - start.server,
+            machine: self.machine - start.machine,
+            iowait: self.iowait - start.iowait,
+        }
+    }
+}
+
 /// Starts a phase's own peak: resets the process's `VmHWM` to its current RSS (Linux
 /// `clear_refs` 5). Where that is refused the peak stays the process's so far.
 fn reset_peak(pid: u32) {
@@ -228,6 +332,7 @@ async fn run(base_url: Option<String>, count: usize) -> anyhow::Result<Figures> 
     let mut seconds = [0.0; 6];
     let mut peaks = [0.0; 6];
     let mut after = [0.0; 6];
+    let mut cpu = [Cpu::default(); 6];
     seconds[0] = {
         let url = match &base_url {
             Some(url) => fresh_schema(url).await?,
@@ -266,7 +371,13 @@ async fn run(base_url: Option<String>, count: usize) -> anyhow::Result<Figures> 
         ],
     )?;
     let pid = child.id();
-    let result = phases(&key, port, pid, count, &mut seconds, &mut peaks, &mut after).await;
+    let mut figures = PhaseFigures {
+        seconds: &mut seconds,
+        peaks: &mut peaks,
+        after: &mut after,
+        cpu: &mut cpu,
+    };
+    let result = phases(&key, port, pid, count, &mut figures).await;
     child.kill().ok();
     child.wait().ok();
     Ok(Figures {
@@ -274,6 +385,7 @@ async fn run(base_url: Option<String>, count: usize) -> anyhow::Result<Figures> 
         seconds,
         peaks,
         after,
+        cpu,
         summary: result?,
     })
 }
@@ -285,9 +397,7 @@ async fn phases(
     port: u16,
     pid: u32,
     count: usize,
-    seconds: &mut [f64; 6],
-    peaks: &mut [f64; 6],
-    after: &mut [f64; 6],
+    figures: &mut PhaseFigures<'_>,
 ) -> anyhow::Result<Value> {
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let client = awc::Client::builder()
@@ -326,10 +436,14 @@ async fn phases(
         }
     };
     let json_of = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).unwrap_or(Value::Null);
+    let mut at_start = Cpu::now(pid);
     let mut phase = |i: usize, started: Instant| {
-        seconds[i] = started.elapsed().as_secs_f64();
-        peaks[i] = status_mb(pid, "VmHWM:");
-        after[i] = status_mb(pid, "VmRSS:");
+        figures.seconds[i] = started.elapsed().as_secs_f64();
+        figures.peaks[i] = status_mb(pid, "VmHWM:");
+        figures.after[i] = status_mb(pid, "VmRSS:");
+        let now = Cpu::now(pid);
+        figures.cpu[i] = now.since(&at_start);
+        at_start = now;
         reset_peak(pid);
     };
     reset_peak(pid);
