@@ -41,6 +41,13 @@ pub struct Db {
     /// On SQLite, the connection of its own that starts the log over ([`Db::checkpoint`]),
     /// opened at its first use.
     restarter: Arc<Mutex<Option<DatabaseConnection>>>,
+    /// On a SQLite file, the one connection every write transaction of this process runs on
+    /// (they take turns anyway, under `write_lock`), with a larger page cache. A connection
+    /// drops its cached pages whenever another connection has written since its last
+    /// transaction, so writes spread over the pool each read the tables' upper levels afresh,
+    /// and a run of a million payouts has one level more than one of 100,000; a connection's
+    /// own commits leave its cache in place.
+    writer: Option<DatabaseConnection>,
 }
 
 /// Pages in the SQLite log past which [`Db::checkpoint`] starts it over (about 16 MB).
@@ -53,6 +60,11 @@ const RESTART_BACKLOG_PAGES: i64 = 1_024;
 /// How long starting the log over waits for readers of its older pages (which hold it) before
 /// it leaves that to a later checkpoint: the process's writers wait meanwhile.
 const RESTART_PATIENCE: Duration = Duration::from_millis(20);
+
+/// The writing connection's page cache (`cache_size`, negative: KiB), beside the default
+/// 2 MiB of each other connection: room for the upper levels of the tables and indexes a run
+/// of a million payouts writes, which hold its every look-up, and for the pages being filled.
+const WRITER_CACHE_KIB: &str = "-32768";
 
 /// What a SQLite log that starts over is cut back to (`journal_size_limit`): it is written
 /// again from its start, in place, rather than grown.
@@ -193,18 +205,17 @@ impl Db {
             // server or a firewall), not on every checkout: a ping is a round trip of its own,
             // and on SQLite a hand-off to the connection's thread and back.
             .test_before_acquire_if_idle_for(Duration::from_secs(60))
-            .sqlx_logging(false)
-            .map_sqlx_sqlite_opts(move |opts| {
-                logged(opts)
-                    .busy_timeout(Duration::from_secs(10))
-                    .foreign_keys(true)
-                    .row_buffer_size(4096)
-                    .pragma(
-                        "wal_autocheckpoint",
-                        if from_the_side { "0" } else { "1000" },
-                    )
+            .sqlx_logging(false);
+        let mut writer = options.clone();
+        options.map_sqlx_sqlite_opts(move |opts| pooled(opts, from_the_side));
+        let mut db = Self::connect_with(options).await?;
+        if db.backend() == DatabaseBackend::Sqlite && sqlite_file(url).is_some() {
+            writer.max_connections(1).map_sqlx_sqlite_opts(move |opts| {
+                pooled(opts, from_the_side).pragma("cache_size", WRITER_CACHE_KIB)
             });
-        Self::connect_with(options).await
+            db.writer = Some(Database::connect(writer).await?);
+        }
+        Ok(db)
     }
 
     pub async fn connect_with(options: ConnectOptions) -> Result<Db, DbErr> {
@@ -230,6 +241,7 @@ impl Db {
             generation: Arc::default(),
             health,
             restarter: Arc::default(),
+            writer: None,
         })
     }
 
@@ -287,7 +299,9 @@ impl Db {
         };
         let tx = match self.backend() {
             DatabaseBackend::Sqlite => {
-                self.conn
+                self.writer
+                    .as_ref()
+                    .unwrap_or(&self.conn)
                     .begin_with_options(TransactionOptions {
                         sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
                         ..TransactionOptions::default()
@@ -440,6 +454,19 @@ fn logged(opts: SqliteConnectOptions) -> SqliteConnectOptions {
         .pragma("journal_size_limit", LOG_SIZE_LIMIT)
 }
 
+/// The settings of every connection of the service's pools to a SQLite database: the log's,
+/// a busy timeout, foreign keys, and who checkpoints ([`Db::connect_checkpointing`]).
+fn pooled(opts: SqliteConnectOptions, from_the_side: bool) -> SqliteConnectOptions {
+    logged(opts)
+        .busy_timeout(Duration::from_secs(10))
+        .foreign_keys(true)
+        .row_buffer_size(4096)
+        .pragma(
+            "wal_autocheckpoint",
+            if from_the_side { "0" } else { "1000" },
+        )
+}
+
 /// A checkpoint that copies what no reader needs, taking no lock.
 const PASSIVE: &str = "PRAGMA wal_checkpoint(PASSIVE)";
 
@@ -467,205 +494,4 @@ async fn checkpoint_on(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::{Db, PASSIVE, RESTART_AFTER_PAGES, checkpoint_on, sqlite_file};
-    use sea_orm::{DatabaseBackend, TransactionTrait as _};
-    use std::time::{Duration, Instant};
-
-    #[tokio::test]
-    async fn a_background_writer_goes_after_the_writers_waiting_for_the_lock() {
-        let dir = tempfile::tempdir().expect("temporary folder");
-        let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
-        let db = Db::connect(&url, 4).await.expect("database");
-        let first = db.begin_write().await.expect("transaction");
-        // Asks before the second writer does, and still goes after it.
-        let background = tokio::spawn({
-            let db = db.clone();
-            async move {
-                let tx = db.begin_background_write().await.expect("transaction");
-                let began = Instant::now();
-                tx.commit().await.expect("transaction");
-                began
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let second = tokio::spawn({
-            let db = db.clone();
-            async move {
-                let tx = db.begin_write().await.expect("transaction");
-                tokio::time::sleep(Duration::from_millis(30)).await;
-                tx.commit().await.expect("transaction");
-                Instant::now()
-            }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        first.commit().await.expect("transaction");
-        let second_done = second.await.expect("transaction");
-        let background_began = background.await.expect("transaction");
-        assert!(background_began >= second_done);
-    }
-
-    /// A SQLite database in a folder of its own, with a table `t`, whose log only a
-    /// checkpoint from the side copies.
-    async fn log_db(connections: u32) -> (tempfile::TempDir, Db) {
-        use sea_orm::ConnectionTrait as _;
-        let dir = tempfile::tempdir().expect("temporary folder");
-        let url = format!("sqlite://{}/t.db?mode=rwc", dir.path().display());
-        let db = Db::connect_checkpointing(&url, connections, true)
-            .await
-            .expect("database");
-        db.conn
-            .execute_unprepared("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
-            .await
-            .expect("table");
-        (dir, db)
-    }
-
-    /// Commits `rows` rows of 500 bytes to `t`.
-    async fn write_rows(db: &Db, rows: u32) {
-        use sea_orm::ConnectionTrait as _;
-        let tx = db.begin_write().await.expect("transaction");
-        tx.execute_raw(sea_orm::Statement::from_sql_and_values(
-            DatabaseBackend::Sqlite,
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) \
-             INSERT INTO t (v) SELECT printf('%.500c', 'x') FROM n",
-            [rows.into()],
-        ))
-        .await
-        .expect("rows");
-        tx.commit().await.expect("commit");
-    }
-
-    #[tokio::test]
-    async fn commits_leave_the_log_to_a_checkpoint_from_the_side() {
-        let (dir, db) = log_db(2).await;
-        // Far more pages than SQLite's own default of 1,000 between checkpoints.
-        for _ in 0..20 {
-            write_rows(&db, 2_000).await;
-        }
-        let wal = dir.path().join("t.db-wal");
-        let logged = std::fs::metadata(&wal).expect("log").len();
-        assert!(
-            logged > 2_500 * 4096,
-            "no commit checkpointed: {logged} bytes"
-        );
-        let (pages, copied) = db.checkpoint().await.expect("checkpoint").expect("SQLite");
-        assert!(pages > 5_000, "{pages} pages");
-        assert_eq!(copied, pages, "nothing reads: the whole log is copied");
-    }
-
-    #[tokio::test]
-    async fn a_long_log_starts_over_unless_a_reader_holds_it() {
-        use sea_orm::ConnectionTrait as _;
-        let (_dir, db) = log_db(3).await;
-        let log_pages = || async {
-            checkpoint_on(&db.conn, PASSIVE)
-                .await
-                .expect("checkpoint")
-                .expect("SQLite")
-                .0
-        };
-        for _ in 0..24 {
-            write_rows(&db, 2_000).await;
-        }
-
-        // A reader whose snapshot needs pages still only in the log holds the restart up: the
-        // checkpoint gives up after its patience (not the busy timeout of 10 s), and writers
-        // go on.
-        let reader = db.conn.begin().await.expect("read transaction");
-        reader
-            .query_one_raw(sea_orm::Statement::from_string(
-                DatabaseBackend::Sqlite,
-                "SELECT count(*) FROM t",
-            ))
-            .await
-            .expect("read");
-        write_rows(&db, 10).await;
-        let started = Instant::now();
-        db.checkpoint().await.expect("checkpoint");
-        assert!(
-            started.elapsed() < Duration::from_secs(2),
-            "{:?}",
-            started.elapsed()
-        );
-        write_rows(&db, 10).await;
-        let pages = log_pages().await;
-        assert!(
-            pages > RESTART_AFTER_PAGES,
-            "held by the reader: {pages} pages"
-        );
-
-        // Once it is gone, the next checkpoint starts the log over: the next commit writes it
-        // from its start.
-        reader.commit().await.expect("end of the read");
-        db.checkpoint().await.expect("checkpoint");
-        write_rows(&db, 10).await;
-        let pages = log_pages().await;
-        assert!(pages < 100, "the log started over: {pages} pages");
-        let rows = db
-            .conn
-            .query_one_raw(sea_orm::Statement::from_string(
-                DatabaseBackend::Sqlite,
-                "SELECT count(*) FROM t",
-            ))
-            .await
-            .expect("count")
-            .expect("row")
-            .try_get_by_index::<i64>(0)
-            .expect("count");
-        assert_eq!(rows, 24 * 2_000 + 3 * 10, "every row is there");
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn the_log_starts_over_under_steady_readers() {
-        use sea_orm::ConnectionTrait as _;
-        use std::sync::atomic::{AtomicBool, Ordering};
-        let (_dir, db) = log_db(4).await;
-        // Three readers, one snapshot after another, so that some reader is nearly always in one
-        // (without the restart the log grows by every commit: 7,659 pages here).
-        let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let readers: Vec<_> = (0..3)
-            .map(|_| {
-                let (db, stop) = (db.clone(), stop.clone());
-                tokio::spawn(async move {
-                    while !stop.load(Ordering::Relaxed) {
-                        let tx = db.conn.begin().await.expect("read transaction");
-                        tx.query_one_raw(sea_orm::Statement::from_string(
-                            DatabaseBackend::Sqlite,
-                            "SELECT max(id) FROM t",
-                        ))
-                        .await
-                        .expect("read");
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                        tx.commit().await.expect("end of the read");
-                    }
-                })
-            })
-            .collect();
-        let mut most = 0;
-        for _ in 0..30 {
-            write_rows(&db, 2_000).await;
-            let (pages, _) = db.checkpoint().await.expect("checkpoint").expect("SQLite");
-            most = most.max(pages);
-        }
-        stop.store(true, Ordering::Relaxed);
-        for reader in readers {
-            reader.await.expect("reader");
-        }
-        // 30 commits of about 250 pages each: a log never started over would hold 7,500.
-        assert!(
-            most < RESTART_AFTER_PAGES + 1_000,
-            "the log reached {most} pages"
-        );
-    }
-
-    #[test]
-    fn sqlite_file_of_url() {
-        assert_eq!(
-            sqlite_file("sqlite://data/payroll.db?mode=rwc"),
-            Some("data/payroll.db")
-        );
-        assert_eq!(sqlite_file("sqlite::memory:"), None);
-        assert_eq!(sqlite_file("postgres://x"), None);
-    }
-}
+mod tests;
