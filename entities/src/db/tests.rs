@@ -199,33 +199,34 @@ fn sqlite_file_of_url() {
     assert_eq!(sqlite_file("postgres://x"), None);
 }
 
+/// The number the first column of `sql`'s first row holds, read on `conn`.
+async fn number_of<C: sea_orm::ConnectionTrait>(conn: &C, sql: &str) -> i64 {
+    conn.query_one_raw(sea_orm::Statement::from_string(
+        DatabaseBackend::Sqlite,
+        sql,
+    ))
+    .await
+    .expect(sql)
+    .and_then(|r| r.try_get_by_index(0).ok())
+    .expect("a number")
+}
+
 #[tokio::test]
 async fn writes_take_turns_on_one_connection_with_a_larger_cache() {
-    use sea_orm::{ConnectionTrait as _, QueryResult};
+    use sea_orm::ConnectionTrait as _;
     let (_dir, db) = log_db(4).await;
-    let number = |row: Option<QueryResult>| -> i64 {
-        row.and_then(|r| r.try_get_by_index(0).ok())
-            .expect("a number")
-    };
-    let read = db.conn.query_one_raw(sea_orm::Statement::from_string(
-        DatabaseBackend::Sqlite,
-        "PRAGMA cache_size",
-    ));
     assert_eq!(
-        number(read.await.expect("read")),
+        number_of(&db.conn, "PRAGMA cache_size").await,
         -2000,
         "a reader's default"
     );
     for _ in 0..3 {
         let tx = db.begin_write().await.expect("transaction");
-        let row = tx
-            .query_one_raw(sea_orm::Statement::from_string(
-                DatabaseBackend::Sqlite,
-                "PRAGMA cache_size",
-            ))
-            .await
-            .expect("pragma");
-        assert_eq!(number(row), -32768, "a write on the writing connection");
+        assert_eq!(
+            number_of(&*tx, "PRAGMA cache_size").await,
+            -32768,
+            "a write on the writing connection"
+        );
         // A temporary table lives on its connection: the next write finds the last one's.
         tx.execute_unprepared("CREATE TEMP TABLE IF NOT EXISTS mark (n INTEGER)")
             .await
@@ -236,12 +237,5 @@ async fn writes_take_turns_on_one_connection_with_a_larger_cache() {
         tx.commit().await.expect("commit");
     }
     let tx = db.begin_write().await.expect("transaction");
-    let row = tx
-        .query_one_raw(sea_orm::Statement::from_string(
-            DatabaseBackend::Sqlite,
-            "SELECT COUNT(*) FROM temp.mark",
-        ))
-        .await
-        .expect("every write's mark");
-    assert_eq!(number(row), 3);
+    assert_eq!(number_of(&*tx, "SELECT COUNT(*) FROM temp.mark").await, 3);
 }
