@@ -3,9 +3,11 @@ use std::process::ExitCode;
 /// mimalloc rather than glibc's allocator: the service allocates and frees many small objects
 /// on a few threads, and glibc spent about a third of the main thread's time in malloc and
 /// free while keeping freed memory in per-thread arenas (docs/benchmarks.md). It also stands
-/// in for `malloc` and `free` themselves (the crate's `override`), so SQLite's page cache,
-/// which allocates and frees a page at a time, uses it too; and it leaves transparent huge
-/// pages alone (`no_thp`), which held whole 2 MB pages resident for a few small objects.
+/// in for `malloc` and `free` themselves (the crate's `override`), so SQLite, which allocates
+/// through them (its page cache a page at a time), uses it too. Its version 2 (`v2`): with
+/// version 3's override the binary crashed at start under a preloaded library (`LD_PRELOAD`,
+/// as libfaketime is). It leaves transparent huge pages alone (`no_thp`), which held whole
+/// 2 MB pages resident for a few small objects.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
