@@ -257,14 +257,6 @@ fn status_mb(pid: u32, field: &str) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// The figures [`phases`] fills in, each indexed as [`PHASES`].
-struct PhaseFigures<'a> {
-    seconds: &'a mut [f64; 6],
-    peaks: &'a mut [f64; 6],
-    after: &'a mut [f64; 6],
-    cpu: &'a mut [Cpu; 6],
-}
-
 /// Processor seconds so far (or within a phase): the server's (user and system, from
 /// `/proc/{pid}/stat`), the machine's busy time and its time waiting on the disk (`/proc/stat`).
 #[derive(Clone, Copy, Default)]
@@ -329,11 +321,15 @@ fn reset_peak(pid: u32) {
 
 async fn run(base_url: Option<String>, count: usize) -> anyhow::Result<Figures> {
     let dir = tempfile::tempdir()?;
-    let mut seconds = [0.0; 6];
-    let mut peaks = [0.0; 6];
-    let mut after = [0.0; 6];
-    let mut cpu = [Cpu::default(); 6];
-    seconds[0] = {
+    let mut figures = Figures {
+        count,
+        seconds: [0.0; 6],
+        peaks: [0.0; 6],
+        after: [0.0; 6],
+        cpu: [Cpu::default(); 6],
+        summary: Value::Null,
+    };
+    figures.seconds[0] = {
         let url = match &base_url {
             Some(url) => fresh_schema(url).await?,
             None => format!(
@@ -371,34 +367,17 @@ async fn run(base_url: Option<String>, count: usize) -> anyhow::Result<Figures> 
         ],
     )?;
     let pid = child.id();
-    let mut figures = PhaseFigures {
-        seconds: &mut seconds,
-        peaks: &mut peaks,
-        after: &mut after,
-        cpu: &mut cpu,
-    };
-    let result = phases(&key, port, pid, count, &mut figures).await;
+    let result = phases(&key, port, pid, &mut figures).await;
     child.kill().ok();
     child.wait().ok();
-    Ok(Figures {
-        count,
-        seconds,
-        peaks,
-        after,
-        cpu,
-        summary: result?,
-    })
+    figures.summary = result?;
+    Ok(figures)
 }
 
-/// Imports, creates, exports, confirms and executes through the API of the server on `port`;
-/// answers the final payout summary.
-async fn phases(
-    key: &str,
-    port: u16,
-    pid: u32,
-    count: usize,
-    figures: &mut PhaseFigures<'_>,
-) -> anyhow::Result<Value> {
+/// Imports, creates, exports, confirms and executes `figures.count` payouts through the API of
+/// the server on `port`, filling in each phase's figures; answers the final payout summary.
+async fn phases(key: &str, port: u16, pid: u32, figures: &mut Figures) -> anyhow::Result<Value> {
+    let count = figures.count;
     let base = format!("http://127.0.0.1:{port}/api/v1");
     let client = awc::Client::builder()
         .timeout(Duration::from_secs(1800))
