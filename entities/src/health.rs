@@ -501,6 +501,8 @@ impl Prober {
                     opts.busy_timeout(PROBE_DEADLINE / 2)
                         .create_if_missing(false)
                 });
+                // Its write probe fails exactly when the disk is full.
+                crate::db::discard_if_in_transaction(&mut options);
             }
             self.conn = Some(Database::connect(options).await?);
         }

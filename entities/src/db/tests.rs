@@ -239,3 +239,39 @@ async fn writes_take_turns_on_one_connection_with_a_larger_cache() {
     let tx = db.begin_write().await.expect("transaction");
     assert_eq!(number_of(&*tx, "SELECT COUNT(*) FROM temp.mark").await, 3);
 }
+
+/// A write transaction that SQLite ended by itself (as on a full disk) makes the rollback on
+/// drop fail. The writes after it still reach the database, seen from another connection: the
+/// connection sqlx counts inside a transaction is not handed out again.
+#[tokio::test]
+async fn writes_after_a_transaction_sqlite_ended_by_itself_are_committed() {
+    use sea_orm::ConnectionTrait as _;
+    let (_dir, db) = log_db(4).await;
+    let tx = db.begin_write().await.expect("transaction");
+    tx.execute_unprepared("INSERT INTO t (v) VALUES ('lost')")
+        .await
+        .expect("insert");
+    // What SQLite does on some errors: the transaction is gone, sqlx does not know it.
+    tx.execute_unprepared("ROLLBACK").await.expect("ended");
+    drop(tx);
+    // A write that fails in turn and is rolled back.
+    let tx = db.begin_write().await.expect("transaction");
+    tx.execute_unprepared("INSERT INTO t (v) VALUES ('refused')")
+        .await
+        .expect("insert");
+    drop(tx);
+    for _ in 0..3 {
+        let tx = db.begin_write().await.expect("transaction");
+        tx.execute_unprepared("INSERT INTO t (v) VALUES ('kept')")
+            .await
+            .expect("insert");
+        tx.commit().await.expect("commit");
+    }
+    let reader = db.conn.begin().await.expect("read transaction");
+    assert_eq!(
+        number_of(&reader, "SELECT COUNT(*) FROM t WHERE v = 'kept'").await,
+        3,
+        "the commits are seen by another connection"
+    );
+    assert_eq!(number_of(&reader, "SELECT COUNT(*) FROM t").await, 3);
+}
