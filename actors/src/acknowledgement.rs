@@ -87,11 +87,20 @@ pub async fn complete_idempotency<C: ConnectionTrait>(
         update = update.filter(idempotency_record::Column::LockedUntil.eq(token));
     }
     if update.exec(conn).await?.rows_affected != 1 {
-        return Err(DbErr::Custom(
-            "the idempotency claim was taken over by a later request".into(),
-        ));
+        return Err(DbErr::Custom(TAKEN_OVER.into()));
     }
     Ok(())
+}
+
+/// Why [`complete_idempotency`] fails when the request ran past `idempotency.lock_timeout_ms`
+/// and a later request with its key took the claim over. The transaction it was to complete in
+/// rolls back: the later request's answer stands, and this one answers 409
+/// `IDEMPOTENCY_KEY_IN_USE`.
+const TAKEN_OVER: &str = "the idempotency claim was taken over by a later request";
+
+/// Whether `err` is [`complete_idempotency`]'s: a later request took the claim over.
+pub fn taken_over(err: &DbErr) -> bool {
+    matches!(err, DbErr::Custom(message) if message == TAKEN_OVER)
 }
 
 impl Acknowledgement {
@@ -125,5 +134,21 @@ impl Acknowledgement {
         entry.status_code = Some(i32::from(self.status));
         audit::insert(conn, entry).await?;
         Ok(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::messages::RunError;
+
+    #[test]
+    fn a_claim_taken_over_is_told_apart_from_other_errors() {
+        let err = DbErr::Custom(TAKEN_OVER.into());
+        assert!(taken_over(&err));
+        assert!(matches!(RunError::from(err), RunError::TakenOver));
+        let other = DbErr::Custom("something else".into());
+        assert!(!taken_over(&other));
+        assert!(matches!(RunError::from(other), RunError::Db(_)));
     }
 }

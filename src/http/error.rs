@@ -295,6 +295,9 @@ impl std::error::Error for ApiError {}
 /// An infrastructure fault of the database is 503 (CONTRACT §4); anything else is a bug.
 impl From<sea_orm::DbErr> for ApiError {
     fn from(err: sea_orm::DbErr) -> ApiError {
+        if payroll_actors::acknowledgement::taken_over(&err) {
+            return ApiError::taken_over();
+        }
         match health::classify(&err) {
             Some(fault) => {
                 tracing::warn!(fault = fault.as_str(), error = %err, "request not carried out: database fault");
@@ -309,6 +312,17 @@ impl From<sea_orm::DbErr> for ApiError {
 const DATABASE_RETRY_AFTER: u64 = 1;
 
 impl ApiError {
+    /// 409 for a request that ran past `idempotency.lock_timeout_ms` while a later request with
+    /// its Idempotency-Key took it over: nothing of this one was kept, and the later one's
+    /// answer is the key's.
+    pub fn taken_over() -> ApiError {
+        ApiError::new(
+            ErrorCode::IdempotencyKeyInUse,
+            "This request ran past the idempotency lock timeout and a later request with the same Idempotency-Key took it over; nothing of this request was kept.",
+        )
+        .hint("Send the request again with the same Idempotency-Key to get the answer of the request that took it over.")
+    }
+
     /// 503 for a database that is unreachable or failing: nothing was done, or (a commit whose
     /// outcome is unknown) all of it, which the idempotency record tells a retry.
     pub fn database(fault: Fault) -> ApiError {

@@ -398,3 +398,63 @@ async fn expired_records_are_purged_and_their_keys_run_again() {
     assert!(second.header("idempotent-replayed").is_none());
     assert_ne!(second.data()["id"], first.data()["id"]);
 }
+
+/// A request that runs past `idempotency.lock_timeout_ms` may be taken over by a later one with
+/// its key (the first looked crashed). The first then keeps nothing and answers 409
+/// `IDEMPOTENCY_KEY_IN_USE`, never 500; the later one's answer is the key's.
+#[actix_web::test]
+async fn a_request_taken_over_past_the_lock_keeps_nothing_and_answers_409() {
+    let app = spawn_app_with(|s| {
+        s.idempotency.lock_timeout_ms = 20;
+        s.api.max_concurrent_imports = 2;
+    })
+    .await;
+    // An import whose rows take well over the lock's 20 ms to read and check, before it
+    // writes anything: the later request takes the key over meanwhile.
+    let rows: Vec<serde_json::Value> = (0..40_000)
+        .map(|i| {
+            let email = format!("slow{i}@example.com");
+            json!({"name": format!("Person {i}"), "email": email, "salary_usd_cents": 100,
+                   "network": "ETHEREUM", "wallet_address": evm_address(&email)})
+        })
+        .collect();
+    let body = serde_json::to_vec(&rows).expect("json");
+    let key = new_key();
+    let send = || {
+        app.send(
+            "POST",
+            "/api/v1/employees/import",
+            Some(&app.key),
+            Some(&key),
+            Some(body.clone()),
+            &[],
+        )
+    };
+    let started = std::time::Instant::now();
+    let later = async {
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(100)).await;
+        send().await
+    };
+    let (first, later) = futures_util::join!(send(), later);
+    assert_ne!(
+        later.header("idempotent-replayed"),
+        Some("true"),
+        "the first import ended ({:?}) before the later one took it over: make it slower",
+        started.elapsed()
+    );
+    assert_eq!(
+        first.status, 409,
+        "{} / later: {} {}",
+        first.text, later.status, later.text
+    );
+    assert_eq!(first.code(), "IDEMPOTENCY_KEY_IN_USE");
+    assert!(first.text.contains("took it over"), "{}", first.text);
+    assert_eq!(later.status, 200, "{}", later.text);
+    // The key answers with the later request's answer; the rows were written once.
+    let again = send().await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.header("idempotent-replayed"), Some("true"));
+    assert_eq!(again.text, later.text);
+    let list = app.get("/api/v1/employees?limit=1").await;
+    assert_eq!(list.json["pagination"]["total"], 40_000);
+}

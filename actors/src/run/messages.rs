@@ -180,10 +180,17 @@ pub enum RunError {
     /// A database error that is a bug.
     #[error("database error: {0}")]
     Db(String),
+    /// The request ran past the idempotency lock and a later one with its key took it over;
+    /// nothing of it was kept.
+    #[error("a later request with this idempotency key took this one over")]
+    TakenOver,
 }
 
 impl From<sea_orm::DbErr> for RunError {
     fn from(err: sea_orm::DbErr) -> RunError {
+        if crate::acknowledgement::taken_over(&err) {
+            return RunError::TakenOver;
+        }
         match health::classify(&err) {
             Some(fault) => RunError::Database(fault, err.to_string()),
             None => RunError::Db(err.to_string()),

@@ -173,6 +173,7 @@ pub fn run_error(req: &ApiRequest, run_id: &str, err: RunError) -> ApiError {
             ApiError::database(fault)
         }
         RunError::Db(cause) => ApiError::internal(cause),
+        RunError::TakenOver => ApiError::taken_over(),
     }
 }
 
