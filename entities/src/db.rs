@@ -206,7 +206,7 @@ impl Db {
             // and on SQLite a hand-off to the connection's thread and back.
             .test_before_acquire_if_idle_for(Duration::from_secs(60))
             .sqlx_logging(false);
-        discard_if_in_transaction(&mut options);
+        crate::health::discard_if_in_transaction(&mut options);
         let mut writer = options.clone();
         options.map_sqlx_sqlite_opts(move |opts| pooled(opts, from_the_side));
         let mut db = Self::connect_with(options).await?;
@@ -457,27 +457,6 @@ fn logged(opts: SqliteConnectOptions) -> SqliteConnectOptions {
 
 /// The settings of every connection of the service's pools to a SQLite database: the log's,
 /// a busy timeout, foreign keys, and who checkpoints ([`Db::connect_checkpointing`]).
-/// Has a SQLite pool discard, rather than hand out, a connection that sqlx still counts inside
-/// a transaction. That is one whose rollback failed: on some errors (a full disk, an I/O
-/// error) SQLite ends the transaction by itself, the `ROLLBACK` that follows fails, and the
-/// count stays up. On such a connection the next `begin` would be a `SAVEPOINT` and its commit
-/// a `RELEASE`: after one more rollback (to that savepoint, which leaves SQLite's transaction
-/// open) commits would commit nothing, answered as done yet seen by no other connection. A
-/// fresh connection has nothing open. By the time a connection is acquired again, its
-/// rollback has run: the pool pings it on release, after the rollback queued on drop.
-pub(crate) fn discard_if_in_transaction(options: &mut ConnectOptions) -> &mut ConnectOptions {
-    options.map_sqlx_sqlite_before_acquire(|conn, _| {
-        Box::pin(async move {
-            use sea_orm::sqlx::Connection as _;
-            let open = conn.is_in_transaction();
-            if open {
-                tracing::warn!("a database connection left inside a transaction is closed");
-            }
-            Ok(!open)
-        })
-    })
-}
-
 fn pooled(opts: SqliteConnectOptions, from_the_side: bool) -> SqliteConnectOptions {
     logged(opts)
         .busy_timeout(Duration::from_secs(10))

@@ -502,7 +502,7 @@ impl Prober {
                         .create_if_missing(false)
                 });
                 // Its write probe fails exactly when the disk is full.
-                crate::db::discard_if_in_transaction(&mut options);
+                discard_if_in_transaction(&mut options);
             }
             self.conn = Some(Database::connect(options).await?);
         }
@@ -537,6 +537,27 @@ impl Prober {
         }
         Ok(())
     }
+}
+
+/// Has a SQLite pool discard, rather than hand out, a connection that sqlx still counts inside
+/// a transaction. That is one whose rollback failed: on some errors (a full disk, an I/O
+/// error) SQLite ends the transaction by itself, the `ROLLBACK` that follows fails, and the
+/// count stays up. On such a connection the next `begin` would be a `SAVEPOINT` and its commit
+/// a `RELEASE`: after one more rollback (to that savepoint, which leaves SQLite's transaction
+/// open) commits would commit nothing, answered as done yet seen by no other connection. A
+/// fresh connection has nothing open. By the time a connection is acquired again, its
+/// rollback has run: the pool pings it on release, after the rollback queued on drop.
+pub(crate) fn discard_if_in_transaction(options: &mut ConnectOptions) -> &mut ConnectOptions {
+    options.map_sqlx_sqlite_before_acquire(|conn, _| {
+        Box::pin(async move {
+            use sea_orm::sqlx::Connection as _;
+            let open = conn.is_in_transaction();
+            if open {
+                tracing::warn!("a database connection left inside a transaction is closed");
+            }
+            Ok(!open)
+        })
+    })
 }
 
 /// Bytes free for an unprivileged writer on the filesystem of `dir`.

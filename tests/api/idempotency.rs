@@ -430,9 +430,28 @@ async fn a_request_taken_over_past_the_lock_keeps_nothing_and_answers_409() {
             &[],
         )
     };
+    let db = payroll_entities::db::Db::connect(&app.settings.database_url(), 1)
+        .await
+        .expect("db");
     let started = std::time::Instant::now();
+    // The later request goes once the first holds the key and its lock has run out.
     let later = async {
-        actix_web::rt::time::sleep(std::time::Duration::from_millis(100)).await;
+        use payroll_entities::idempotency_record::{Column, Entity};
+        use sea_orm::{ColumnTrait as _, EntityTrait as _, QueryFilter as _};
+        while Entity::find()
+            .filter(Column::IdempotencyKey.eq(key.as_str()))
+            .one(&db.conn)
+            .await
+            .expect("record")
+            .is_none()
+        {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "never claimed"
+            );
+            actix_web::rt::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        actix_web::rt::time::sleep(std::time::Duration::from_millis(40)).await;
         send().await
     };
     let (first, later) = futures_util::join!(send(), later);
@@ -442,15 +461,11 @@ async fn a_request_taken_over_past_the_lock_keeps_nothing_and_answers_409() {
         "the first import ended ({:?}) before the later one took it over: make it slower",
         started.elapsed()
     );
-    assert_eq!(
-        first.status, 409,
-        "{} / later: {} {}",
-        first.text, later.status, later.text
-    );
+    assert_eq!(later.status, 200, "{} / {}", later.text, first.text);
+    assert_eq!(first.status, 409, "{}", first.text);
     assert_eq!(first.code(), "IDEMPOTENCY_KEY_IN_USE");
     assert!(first.text.contains("took it over"), "{}", first.text);
-    assert_eq!(later.status, 200, "{}", later.text);
-    // The key answers with the later request's answer; the rows were written once.
+    // The key answers with the request that took it over; the rows were written once.
     let again = send().await;
     assert_eq!(again.status, 200);
     assert_eq!(again.header("idempotent-replayed"), Some("true"));

@@ -224,3 +224,16 @@ impl RunError {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_claim_taken_over_is_its_own_error() {
+        let err = sea_orm::DbErr::Custom(crate::acknowledgement::TAKEN_OVER.into());
+        assert!(matches!(RunError::from(err), RunError::TakenOver));
+        let other = sea_orm::DbErr::Custom("something else".into());
+        assert!(matches!(RunError::from(other), RunError::Db(_)));
+    }
+}
