@@ -85,6 +85,87 @@ async fn a_regular_run_pays_active_salaried_employees() {
     );
 }
 
+/// A payee made INACTIVE between the run's creation and its confirmation is not paid: confirm
+/// cancels that payout, with its event, and locks the rest; a run left with no payee is
+/// refused and keeps everything as it was.
+#[actix_web::test]
+async fn confirm_cancels_the_payouts_of_payees_gone_since_the_run_was_made() {
+    let app = spawn_app().await;
+    let staff = three_employees(&app).await;
+    let run_id = app
+        .create_run(json!({"period_start": "2026-03-01", "period_end": "2026-03-31"}))
+        .await;
+    let gone = app
+        .bodiless("DELETE", &format!("/api/v1/employees/{}", id(&staff[1])))
+        .await;
+    assert_eq!(gone.status, 200, "{}", gone.text);
+
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/confirm"))
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let run = res.data();
+    assert_eq!(run["status"], "CONFIRMED");
+    assert_eq!(run["employee_count"], 1);
+    assert_eq!(run["total_amount_usd_cents"], 500_000);
+    assert_eq!(
+        run["payout_summary"],
+        json!({"pending": 1, "processing": 0, "completed": 0, "failed": 0, "cancelled": 1})
+    );
+    let payouts = app
+        .get(&format!("/api/v1/payroll-runs/{run_id}/payouts"))
+        .await;
+    let items = payouts.data().as_array().expect("list").clone();
+    let of = |who: &Value| {
+        items
+            .iter()
+            .find(|p| p["employee_id"] == who["id"])
+            .expect("payout")
+            .clone()
+    };
+    assert_eq!(of(&staff[0])["status"], "PENDING");
+    let cancelled = of(&staff[1]);
+    assert_eq!(cancelled["status"], "CANCELLED");
+    let events = app.get("/api/v1/events?type=payout.cancelled").await;
+    let about: Vec<&Value> = events
+        .data()
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| &e["data"]["object"]["id"])
+        .collect();
+    assert_eq!(about, [&cancelled["id"]], "{}", events.text);
+    let audit = app
+        .get("/api/v1/audit-log?action=PAYROLL_RUN_CONFIRMED")
+        .await;
+    assert_eq!(
+        audit.data()[0]["details"]["cancelled_inactive_payees"],
+        1,
+        "{}",
+        audit.text
+    );
+
+    // Every payee gone: refused, and nothing of it kept.
+    let lin = app.create_employee("Lin", "lin@example.com", 300_000).await;
+    let run_id = app
+        .create_run(json!({"type": "ad_hoc", "period_start": "2026-04-01",
+            "period_end": "2026-04-30",
+            "items": [{"employee_id": id(&lin), "amount_usd_cents": 100}]}))
+        .await;
+    app.bodiless("DELETE", &format!("/api/v1/employees/{}", id(&lin)))
+        .await;
+    let res = app
+        .act(&format!("/api/v1/payroll-runs/{run_id}/confirm"))
+        .await;
+    assert_state_conflict(&res, &["payouts"]);
+    assert!(res.text.contains("INACTIVE"), "{}", res.text);
+    let run = app.get(&format!("/api/v1/payroll-runs/{run_id}")).await;
+    assert_eq!(run.data()["status"], "DRAFT");
+    assert_eq!(run.data()["payout_summary"]["pending"], 1);
+    let events = app.get("/api/v1/events?type=payout.cancelled").await;
+    assert_eq!(events.data().as_array().map(Vec::len), Some(1));
+}
+
 #[actix_web::test]
 async fn employee_ids_choose_payees_and_are_checked() {
     let app = spawn_app().await;

@@ -71,8 +71,10 @@ const CONFIRM_PAGE: u64 = 2000;
 const CONFIRM_MAX_ERRORS: usize = 1000;
 
 /// DRAFT → CONFIRMED: payees re-read (address, network, salary of regular runs), fees quoted,
-/// test-run deductions taken, and all of it locked. The payouts are worked a page at a time in
-/// one transaction: any invalid payout rolls all of it back.
+/// test-run deductions taken, and all of it locked; a payee INACTIVE since the run was made is
+/// not paid (the payout CANCELLED, with its event). The payouts are worked a page at a time in
+/// one transaction, each page written with its events as it goes, so memory does not grow with
+/// the run: any invalid payout rolls all of it back.
 async fn confirm(
     deps: &RunDeps,
     snapshot: Snapshot,
@@ -89,7 +91,7 @@ async fn confirm(
     let now = time::now();
     let mut after = run.clone();
     let mut errors = Vec::new();
-    let mut cancelled = Vec::new();
+    let mut cancelled = 0usize;
     let mut deducted = 0i64;
     let (mut paid, mut total, mut fees) = (0i64, Some(Cents(0)), Some(Cents(0)));
     let mut last_id: Option<String> = None;
@@ -120,7 +122,6 @@ async fn confirm(
                     PayoutStatus::Pending,
                     PayoutStatus::Cancelled,
                 );
-                cancelled.push(p.clone());
                 continue;
             };
             let mut amount = match run.run_type {
@@ -175,6 +176,15 @@ async fn confirm(
         }
         if errors.is_empty() {
             store::save_payouts(&*tx, &page).await?;
+            let events: Vec<_> = page
+                .iter()
+                .filter(|p| p.status == PayoutStatus::Cancelled)
+                .map(|p| payout_event("payout.cancelled", p))
+                .collect();
+            if !events.is_empty() {
+                cancelled += events.len();
+                insert_events(&tx, events).await?;
+            }
         }
     }
     if !errors.is_empty() {
@@ -199,18 +209,16 @@ async fn confirm(
     after.total_amount_usd_cents = total.0;
     after.total_fees_usd_cents = fees.0;
     store::save_run(&*tx, run.version, &mut after).await?;
-    let mut events = vec![run_event("payroll.run.confirmed", &after, job.as_ref())];
-    events.extend(
-        cancelled
-            .iter()
-            .map(|p| payout_event("payout.cancelled", p)),
-    );
-    insert_events(&tx, events).await?;
+    insert_events(
+        &tx,
+        vec![run_event("payroll.run.confirmed", &after, job.as_ref())],
+    )
+    .await?;
     let details = json!({
         "status": {"before": run.status, "after": next},
         "total_amount_usd_cents": after.total_amount_usd_cents,
         "total_fees_usd_cents": after.total_fees_usd_cents,
-        "cancelled_inactive_payees": cancelled.len(),
+        "cancelled_inactive_payees": cancelled,
         "test_run_deductions_usd_cents": deducted,
     });
     let action = run_action("PAYROLL_RUN_CONFIRMED", &after, details);
