@@ -472,6 +472,12 @@ async fn phases(key: &str, port: u16, pid: u32, figures: &mut Figures) -> anyhow
 
     let started = Instant::now();
     call("POST", &format!("/payroll-runs/{run_id}/confirm"), None).await?;
+    if std::env::var_os("PAYROLL_BENCH_TRACE").is_some() {
+        eprintln!(
+            "confirm answered after {:.2}s; the balance check follows",
+            started.elapsed().as_secs_f64()
+        );
+    }
     call(
         "POST",
         &format!("/payroll-runs/{run_id}/balance-check"),
