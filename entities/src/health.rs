@@ -444,7 +444,13 @@ impl Prober {
         {
             return Next::InTurn;
         }
-        let answer = tokio::time::timeout(PROBE_DEADLINE, self.ask(health, writes)).await;
+        // Up: a refused connection says at once that the server went. Down: the pool's own
+        // retries within the deadline see it back soonest.
+        let watch = (health.backend == DatabaseBackend::Postgres
+            && !matches!(state, Health::Unreachable { .. }))
+        .then_some(health.url.as_str());
+        let asked = crate::listening::unless_refused(watch, self.ask(health, writes));
+        let answer = tokio::time::timeout(PROBE_DEADLINE, asked).await;
         if answer.is_ok() {
             self.silent = 0;
         }

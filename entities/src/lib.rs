@@ -17,6 +17,7 @@ pub mod health;
 pub mod idempotency_record;
 pub mod ids;
 pub mod job;
+pub mod listening;
 pub mod money;
 pub mod payout;
 pub mod payroll_run;

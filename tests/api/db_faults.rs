@@ -364,13 +364,28 @@ async fn scenario(name: &str, fault: Fault, payouts: usize) {
         .map(|s| s.took)
         .max()
         .unwrap_or_default();
+    // When each began, against the fault before it.
+    let when = |s: &Seen| {
+        faults
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, f)| s.at >= **f)
+            .map_or("before the first fault".to_owned(), |(i, f)| {
+                format!("{:?} after fault {i}", s.at.duration_since(*f))
+            })
+    };
     let slow: Vec<String> = traffic
         .seen
         .iter()
         .filter(|s| s.status == 503 && s.took > Duration::from_secs(2))
-        .map(|s| format!("{} took {:?}", s.what, s.took))
+        .map(|s| format!("{} took {:?}, begun {}", s.what, s.took, when(s)))
         .collect();
-    assert!(slow.is_empty(), "{name}: slow refusals: {slow:?}");
+    assert!(
+        slow.is_empty(),
+        "{name}: slow refusals: {slow:?}\n{}",
+        log()
+    );
     let mut first_refusals = Vec::new();
     for (i, at) in faults.iter().enumerate() {
         let first = traffic
