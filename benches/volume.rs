@@ -18,8 +18,8 @@
 //! `PAYROLL_BENCH_PAYOUTS` changes the count (default 100000), `PAYROLL_BENCH_SCALE=1` runs
 //! 100,000 and then 1,000,000 in one invocation and prints each phase's growth between them,
 //! `PAYROLL_BENCH_ROUNDS` runs it several times (default 1), `PAYROLL_BENCH_ONLY=sqlite` or
-//! `postgres` measures one database, and `PAYROLL_BENCH_TRACE=1` prints the payout summary and
-//! the server's RSS while the run executes.
+//! `postgres` measures one database, and `PAYROLL_BENCH_TRACE=1` prints when confirm answered,
+//! and the payout summary and the server's RSS while the run executes.
 
 mod common;
 #[path = "common/floor.rs"]
