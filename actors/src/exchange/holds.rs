@@ -329,51 +329,53 @@ pub async fn release<C: ConnectionTrait>(
     Ok(total)
 }
 
-/// Releases every active hold of a run; answers the sum released.
+/// Releases every active hold of a run; answers the sum released. One statement, whatever
+/// the run's size: no hold is held in memory.
 pub async fn release_run<C: ConnectionTrait>(
     conn: &C,
     run_id: &str,
     why: Release,
 ) -> Result<i64, DbErr> {
-    let active = exchange_hold::Entity::find()
-        .filter(exchange_hold::Column::PayrollRunId.eq(run_id))
-        .filter(exchange_hold::Column::ReleasedAt.is_null())
-        .lock_exclusive()
-        .all(conn)
-        .await?;
-    let rows: Vec<&exchange_hold::Model> = active.iter().collect();
-    let mut total = 0;
-    for chunk in rows.chunks(CHUNK) {
-        total += release_rows(conn, chunk, why).await?;
-    }
+    let now = time::now();
+    let total = match conn.get_database_backend() {
+        // Released and summed by one statement: a hold another transaction releases first is
+        // skipped by it (its row read again once that one commits) and not counted.
+        DatabaseBackend::Postgres => conn
+            .query_one_raw(Statement::from_sql_and_values(
+                DatabaseBackend::Postgres,
+                RELEASE_RUN_POSTGRES,
+                [now.into(), why.as_str().into(), run_id.into()],
+            ))
+            .await?
+            .map(|row| row.try_get::<i64>("", "total"))
+            .transpose()?
+            .unwrap_or(0),
+        // SQLite's write transaction holds the database: the sum read first is of exactly the
+        // holds the update then releases.
+        _ => {
+            let total = held_by_run(conn, run_id).await?;
+            exchange_hold::Entity::update_many()
+                .col_expr(exchange_hold::Column::ReleasedAt, Expr::value(now))
+                .col_expr(
+                    exchange_hold::Column::ReleaseReason,
+                    Expr::value(why.as_str()),
+                )
+                .filter(exchange_hold::Column::PayrollRunId.eq(run_id))
+                .filter(exchange_hold::Column::ReleasedAt.is_null())
+                .exec(conn)
+                .await?;
+            total
+        }
+    };
     move_counter(conn, -total).await?;
     Ok(total)
 }
 
-/// Releases exactly these rows (read active, and locked, in the same transaction, so no other
-/// transaction can have released them since); answers their sum.
-async fn release_rows<C: ConnectionTrait>(
-    conn: &C,
-    rows: &[&exchange_hold::Model],
-    why: Release,
-) -> Result<i64, DbErr> {
-    if rows.is_empty() {
-        return Ok(0);
-    }
-    exchange_hold::Entity::update_many()
-        .col_expr(exchange_hold::Column::ReleasedAt, Expr::value(time::now()))
-        .col_expr(
-            exchange_hold::Column::ReleaseReason,
-            Expr::value(why.as_str()),
-        )
-        .filter(of_attempts(
-            conn.get_database_backend(),
-            rows.iter().map(|h| (h.payout_id.as_str(), h.attempt)),
-        ))
-        .exec(conn)
-        .await?;
-    Ok(rows.iter().map(|h| h.amount_usd_cents).sum())
-}
+/// [`release_run`] on PostgreSQL: `$1` the time, `$2` the reason, `$3` the run.
+const RELEASE_RUN_POSTGRES: &str = "WITH released AS (UPDATE exchange_holds \
+     SET released_at = $1, release_reason = $2 \
+     WHERE payroll_run_id = $3 AND released_at IS NULL RETURNING amount_usd_cents) \
+     SELECT CAST(COALESCE(SUM(amount_usd_cents), 0) AS BIGINT) AS total FROM released";
 
 /// The holds of these attempts: one `attempt = k AND payout_id IN (…)` per attempt number
 /// (nearly always one), not one pair of equalities per attempt, which PostgreSQL reads by
