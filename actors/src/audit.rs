@@ -37,9 +37,12 @@ impl AuditRecord {
     }
 }
 
+/// How many ids of a bulk change its audit details name.
+pub const FIRST_IDS: usize = 20;
+
 /// The first ids of a bulk change, as its audit details name them.
 pub fn first_ids<'a>(ids: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
-    ids.take(20).collect()
+    ids.take(FIRST_IDS).collect()
 }
 
 /// A status change, as audit details record it.

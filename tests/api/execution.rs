@@ -455,6 +455,139 @@ async fn failed_addresses_fail_and_a_retry_pays_the_fixed_wallet() {
     assert_eq!(res.status, 409);
 }
 
+/// The exchange account's available balance, once a transfer has settled into it.
+async fn exchange_available(app: &TestApp, expected: i64) {
+    for _ in 0..200 {
+        let balance = app.get("/api/v1/treasury/balance").await;
+        if balance.data()["exchange"]["available_usd_cents"] == expected {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("the exchange never held {expected}");
+}
+
+/// Payouts of `run_id` at `attempt`, and the run's active holds.
+async fn attempts_and_holds(app: &TestApp, run_id: &str, attempt: i32) -> (usize, usize) {
+    use payroll_entities::{exchange_hold, payout};
+    let conn = &app.db().await.conn;
+    let at = payout::Entity::find()
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Attempt.eq(attempt))
+        .all(conn)
+        .await
+        .expect("payouts")
+        .len();
+    let held = exchange_hold::Entity::find()
+        .filter(exchange_hold::Column::PayrollRunId.eq(run_id))
+        .filter(exchange_hold::Column::ReleasedAt.is_null())
+        .all(conn)
+        .await
+        .expect("holds")
+        .len();
+    (at, held)
+}
+
+/// A retry works the failed payouts a page at a time: more of them than a page are all taken
+/// (a new attempt, a hold and an email each), and a retry refused for want of funds, found
+/// only after every page was worked, leaves every one as it was.
+#[actix_web::test]
+async fn a_retry_of_more_failed_payouts_than_a_page_takes_all_or_none() {
+    const PAYEES: usize = 2_100;
+    let rows: Vec<Value> = (0..PAYEES)
+        .map(|i| {
+            let email = format!("f{i}@example.com");
+            json!({"name": format!("F {i}"), "wallet_address": evm_address(&email), "email": email, "salary_usd_cents": 100, "network": "POLYGON"})
+        })
+        .collect();
+    let wallets: Vec<String> = rows
+        .iter()
+        .map(|r| r["wallet_address"].as_str().expect("wallet").to_owned())
+        .collect();
+    let app = spawn_app_with(move |s| {
+        s.exchange.sandbox.fail_addresses = wallets;
+        s.exchange.withdrawals_per_second = 0;
+        s.exchange.sandbox.completion_delay_ms = 0;
+    })
+    .await;
+    let res = app.post("/api/v1/employees/import", json!(rows)).await;
+    assert_eq!(res.status, 200, "{}", res.text);
+    let run_id = app.confirmed_run(march()).await;
+    let base = format!("/api/v1/payroll-runs/{run_id}");
+    let check = app.act(&format!("{base}/balance-check")).await;
+    let required = check.data()["required_usdc_cents"]
+        .as_i64()
+        .expect("required");
+    app.fund(required).await;
+    let check = app.act(&format!("{base}/balance-check")).await;
+    assert_eq!(check.data()["run_status"], "DEPOSITED", "{}", check.text);
+    app.act(&format!("{base}/execute")).await;
+    let failed = app
+        .wait_for_run(&run_id, 120, |r| r["status"] == "FAILED")
+        .await;
+    assert_eq!(failed["payout_summary"]["failed"], PAYEES);
+    exchange_available(&app, required).await;
+
+    // One cent short: refused, and nothing of the pages worked before the check stays.
+    let out = app
+        .post(
+            "/api/v1/treasury/transfers",
+            json!({"amount_usd_cents": 1, "direction": "to_treasury"}),
+        )
+        .await;
+    assert_eq!(out.status, 201, "{}", out.text);
+    exchange_available(&app, required - 1).await;
+    let refused = app.act(&format!("{base}/retry-failed")).await;
+    assert_eq!(
+        refused.code(),
+        "CEX_INSUFFICIENT_BALANCE",
+        "{}",
+        refused.text
+    );
+    assert_eq!(refused.json["error"]["details"]["deficit_usdc_cents"], 1);
+    assert_eq!(
+        refused.json["error"]["details"]["required_usdc_cents"],
+        required
+    );
+    let run = app.get(&base).await;
+    assert_eq!(run.data()["status"], "FAILED");
+    assert_eq!(run.data()["payout_summary"]["failed"], PAYEES);
+    assert_eq!(attempts_and_holds(&app, &run_id, 2).await, (0, 0));
+
+    app.fund(1).await;
+    exchange_available(&app, required).await;
+    let retry = app.act(&format!("{base}/retry-failed")).await;
+    assert_eq!(retry.status, 200, "{}", retry.text);
+    assert_eq!(attempts_and_holds(&app, &run_id, 2).await.0, PAYEES);
+    let audit = app
+        .get(&format!(
+            "/api/v1/audit-log?resource_id={run_id}&action=PAYROLL_RUN_RETRIED"
+        ))
+        .await;
+    assert_eq!(audit.data()[0]["details"]["retried_payouts"], PAYEES);
+    assert_eq!(audit.data()[0]["details"]["address_change_count"], 0);
+    // The same wallets fail again; each attempt was withdrawn once and mailed once.
+    let again = app
+        .wait_for_run(&run_id, 120, |r| r["status"] == "FAILED")
+        .await;
+    assert_eq!(again["payout_summary"]["failed"], PAYEES);
+    let sent = withdrawals(&app).await;
+    let mut ids: Vec<&str> = sent.iter().map(|w| w.client_id.as_str()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!((sent.len(), ids.len()), (2 * PAYEES, 2 * PAYEES));
+    let mailed = email_outbox::Entity::find()
+        .filter(email_outbox::Column::Kind.eq(payroll_entities::EmailKind::Payout))
+        .filter(email_outbox::Column::PayoutAttempt.eq(2))
+        .all(&app.db().await.conn)
+        .await
+        .expect("outbox")
+        .len();
+    assert_eq!(mailed, PAYEES);
+    assert_eq!(attempts_and_holds(&app, &run_id, 2).await, (PAYEES, 0));
+    exchange_available(&app, required).await;
+}
+
 #[actix_web::test]
 async fn competing_runs_reserve_only_covered_funds() {
     let app = spawn_app().await;

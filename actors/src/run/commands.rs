@@ -3,12 +3,8 @@
 //! the new snapshot with its events, emails, audit entry and idempotency record in one
 //! transaction; the `RunActor` acts on the outside world only after that commit.
 
-use payroll_entities::{
-    Cents, EmployeeStatus, JobStatus, Network, PayoutStatus, RunStatus, RunType, db::WriteTx, ids,
-    job, payroll_run, time,
-};
+use payroll_entities::{Cents, EmployeeStatus, PayoutStatus, RunStatus, RunType, time};
 use serde_json::json;
-use std::collections::HashMap;
 
 pub use super::answer::Done;
 use super::{
@@ -17,22 +13,18 @@ use super::{
     deductions,
     deps::RunDeps,
     funds::{self, funds_transaction},
+    jobs::{new_job, start_job, with_payouts},
     messages::{RunCommand, RunError, RunRequest},
+    pricing::{quote_fees, wallet_held},
     resolution::resolve_payout,
+    retry::retry,
     store::{self, Snapshot},
-    transitions::{self, PayoutOp, RunOp, recount},
+    transitions::{self, RunOp, recount},
 };
 use crate::{
     acknowledgement::{Acknowledgement, BalanceCheck, Outcome},
-    audit::{AuditRecord, first_ids, status_change},
+    audit::status_change,
     events::{insert_events, payout_event, run_event},
-    exchange::{
-        Quote,
-        actor::QuoteFees,
-        holds::{self, NewHold},
-    },
-    mailer,
-    telemetry::CountedSend,
 };
 
 /// Runs a client's command against the snapshot.
@@ -225,15 +217,6 @@ async fn confirm(
     answer_run(tx, ack, after, job, action, false).await
 }
 
-/// The exchange's current fee and minimum of every network it can withdraw to now.
-async fn quote_fees(deps: &RunDeps) -> Result<HashMap<Network, Quote>, RunError> {
-    deps.exchange
-        .counted_send(QuoteFees(Network::ALL.to_vec()))
-        .await
-        .map_err(|e| RunError::Unavailable(e.to_string()))?
-        .map_err(RunError::from)
-}
-
 /// Reports the funding figures; a CONFIRMED run that is covered becomes DEPOSITED.
 async fn balance_check(
     deps: &RunDeps,
@@ -273,73 +256,6 @@ async fn balance_check(
         false,
     )
     .await
-}
-
-/// Seconds the payouts should take at the withdrawal rate.
-fn estimate_seconds(deps: &RunDeps, count: i64) -> i64 {
-    let rate = i64::from(deps.exchange_settings.withdrawals_per_second);
-    let sending = if rate == 0 {
-        count / 2000
-    } else {
-        count / rate
-    };
-    let settle = (deps.exchange_settings.sandbox.completion_delay_ms / 1000) as i64;
-    sending + settle + (deps.runs.poll_interval_ms / 1000) as i64 + 1
-}
-
-/// `job` with `count` payouts, all pending, and the time they should take.
-fn with_payouts(deps: &RunDeps, job: job::Model, count: i64) -> job::Model {
-    job::Model {
-        total: count,
-        pending_count: count,
-        estimated_duration_seconds: estimate_seconds(deps, count),
-        ..job
-    }
-}
-
-fn new_job(deps: &RunDeps, run_id: &str, count: i64) -> job::Model {
-    let now = time::now();
-    let job = job::Model {
-        id: ids::new_id(ids::IdKind::Job),
-        payroll_run_id: run_id.to_owned(),
-        status: JobStatus::Processing,
-        total: 0,
-        pending_count: 0,
-        processing_count: 0,
-        completed_count: 0,
-        failed_count: 0,
-        cancelled_count: 0,
-        estimated_duration_seconds: 0,
-        failed_reason: None,
-        created_at: now,
-        updated_at: now,
-        finished_at: None,
-    };
-    with_payouts(deps, job, count)
-}
-
-/// The tail of execute and retry: the run moves to `next` (PAYING_OUT) with `job` as its
-/// current job, one email is queued per payout of the job (at its current attempt), and
-/// `payroll.run.executing` is written. The job row exists already and its payouts hold it;
-/// the withdrawals start after the commit.
-async fn start_job(
-    tx: &WriteTx,
-    before_version: i64,
-    next: RunStatus,
-    after: &mut payroll_run::Model,
-    job: &mut job::Model,
-) -> Result<(), RunError> {
-    mailer::enqueue_job(&**tx, &job.payroll_run_id, &job.id).await?;
-    after.status = next;
-    after.current_job_id = Some(job.id.clone());
-    store::save_run(&**tx, before_version, after).await?;
-    store::save_job(&**tx, job).await?;
-    insert_events(
-        tx,
-        vec![run_event("payroll.run.executing", after, Some(job))],
-    )
-    .await?;
-    Ok(())
 }
 
 /// DEPOSITED → PAYING_OUT: a job, one email per payout, and the withdrawals start (after
@@ -430,215 +346,4 @@ async fn archive(
         json!({"is_archived": {"before": run.is_archived, "after": true}}),
     );
     answer_run(tx, ack, after, job, action, false).await
-}
-
-/// FAILED → PAYING_OUT for every failed payout (or one): each takes its employee's current
-/// wallet, a new attempt and a new email; funds are checked and reserved for them.
-async fn retry(
-    deps: &RunDeps,
-    snapshot: Snapshot,
-    ack: Acknowledgement,
-    only: Option<String>,
-) -> Result<Done, RunError> {
-    let Snapshot { run, job: previous } = snapshot;
-    let command = match &only {
-        Some(id) => RunCommand::RetryPayout {
-            payout_id: id.clone(),
-        },
-        None => RunCommand::RetryFailed,
-    };
-    let tx = deps.db.begin_write().await?;
-    let mut failed = match &only {
-        Some(id) => {
-            let p = store::payout_by_id(&*tx, &run.id, id).await?;
-            if let Err(refused) = transitions::apply_payout(p.status, PayoutOp::Retry) {
-                return Err(RunError::PayoutRefused {
-                    payout_id: p.id.clone(),
-                    refused,
-                    operation: "retried",
-                    hint: "Only a FAILED payout can be retried.".into(),
-                });
-            }
-            vec![p]
-        }
-        None => store::payouts_of(&*tx, &run.id, PayoutStatus::Failed).await?,
-    };
-    let next = transitions::apply(run.status, RunOp::RetryFailed).map_err(|_| match &only {
-        Some(_) => RunError::Refused {
-            refused: transitions::refusal(run.status),
-            operation: "retried",
-            hint: Some("A failed payout is retried once its run has finished (FAILED); sync the run and try again then.".into()),
-        },
-        None => refused(&run, &command),
-    })?;
-    if failed.is_empty() {
-        return Err(refused(&run, &command));
-    }
-    // Each retried payout takes its employee's current wallet and network, and the exchange's
-    // current fee there (CONTRACT §6, §7); a network the exchange can no longer withdraw to is
-    // refused before anything is funded.
-    let employees =
-        store::employees_by_id(&*tx, failed.iter().map(|p| p.employee_id.clone())).await?;
-    drop(tx);
-    let quotes = quote_fees(deps).await?;
-    let mut address_changes = Vec::new();
-    let mut unpayable = Vec::new();
-    let mut fee_change = 0i64;
-    let now = time::now();
-    for p in failed.iter_mut() {
-        if let Some(e) = employees.get(&p.employee_id) {
-            // A retry pays the current wallet: one changed lately waits for its hold (§16).
-            unpayable.extend(wallet_held(e, &p.id, now));
-            if e.wallet_address != p.wallet_address || e.network != p.network {
-                address_changes.push(json!({
-                    "payout_id": p.id,
-                    "wallet_address": {"before": p.wallet_address, "after": e.wallet_address},
-                    "network": {"before": p.network, "after": e.network},
-                }));
-            }
-            p.wallet_address = e.wallet_address.clone();
-            p.network = e.network;
-        }
-        match quotes.get(&p.network) {
-            Some(quote) => {
-                fee_change += quote.fee.0 - p.fee_usd_cents;
-                p.fee_usd_cents = quote.fee.0;
-                // The exchange's minimum and step, as at confirm: the fee may have moved.
-                if let Some(why) = quote.refusal(Cents(p.amount_usd_cents), p.network) {
-                    unpayable.push((format!("payouts[{}].amount_usd_cents", p.id), why));
-                }
-            }
-            None => unpayable.push((
-                format!("payouts[{}].network", p.id),
-                format!(
-                    "the exchange cannot withdraw USDC on {} now; change the employee's network and retry",
-                    p.network
-                ),
-            )),
-        }
-    }
-    if !unpayable.is_empty() {
-        return Err(RunError::Invalid(unpayable));
-    }
-    let required = Cents::sum(
-        failed
-            .iter()
-            .map(|p| Cents(p.amount_usd_cents.saturating_add(p.fee_usd_cents))),
-    )
-    .ok_or_else(|| {
-        RunError::Invalid(vec![(
-            "payouts".into(),
-            "the amounts add up to more than can be represented".into(),
-        )])
-    })?;
-    let (tx, f, _funds) = funds_transaction(deps, &run.id, Some(required.0)).await?;
-    // Another instance may have retried it meanwhile: judged again against the stored run.
-    store::lock_version(&*tx, &run, |stored| {
-        transitions::apply(stored.status, RunOp::RetryFailed)
-            .map(|_| ())
-            .map_err(|_| refused(stored, &command))
-    })
-    .await?;
-    if !f.sufficient() {
-        return Err(RunError::InsufficientFunds {
-            required: f.required,
-            available: f.available,
-            deficit: f.deficit,
-        });
-    }
-    let mut job = new_job(deps, &run.id, failed.len() as i64);
-    let mut after = run.clone();
-    after.total_fees_usd_cents += fee_change;
-    for p in failed.iter_mut() {
-        p.status = PayoutStatus::Pending;
-        p.attempt += 1;
-        p.job_id = Some(job.id.clone());
-        p.client_withdrawal_id = None;
-        p.cex_withdrawal_id = None;
-        p.on_chain_tx_hash = None;
-        p.block_explorer_url = None;
-        p.failed_reason = None;
-        p.initiated_at = None;
-        p.send_count = 0;
-        p.last_sent_at = None;
-        p.stuck_since = None;
-        p.completed_at = None;
-        p.updated_at = time::now();
-        recount(
-            &mut after,
-            None,
-            PayoutStatus::Failed,
-            PayoutStatus::Pending,
-        );
-    }
-    store::insert_job(&*tx, &job).await?;
-    store::save_payouts(&*tx, &failed).await?;
-    store::reset_sends(
-        &*tx,
-        &failed.iter().map(|p| p.id.clone()).collect::<Vec<_>>(),
-    )
-    .await?;
-    holds::hold(
-        &*tx,
-        failed
-            .iter()
-            .map(|p| NewHold {
-                payout_id: p.id.clone(),
-                attempt: p.attempt,
-                run_id: run.id.clone(),
-                amount: p.amount_usd_cents + p.fee_usd_cents,
-            })
-            .collect(),
-    )
-    .await?;
-    after.completed_at = None;
-    start_job(&tx, run.version, next, &mut after, &mut job).await?;
-    let mut details = status_change(run.status, next);
-    details["job_id"] = json!(job.id);
-    details["retried_payouts"] = json!(failed.len());
-    details["first_payout_ids"] = json!(first_ids(failed.iter().map(|p| p.id.as_str())));
-    details["address_changes"] = json!(address_changes);
-    details["previous_job_id"] = json!(previous.map(|j| j.id));
-    let snapshot = Snapshot {
-        run: after.clone(),
-        job: Some(job.clone()),
-    };
-    let (outcome, action) = match only {
-        Some(_) => {
-            let p = failed.into_iter().next().ok_or(RunError::Stale)?;
-            let action = AuditRecord {
-                action: "PAYOUT_RETRIED",
-                resource_type: "payout",
-                resource_id: p.id.clone(),
-                details,
-            };
-            (Outcome::Payout(p), action)
-        }
-        None => (
-            Outcome::Run {
-                run: after,
-                job: Some(job),
-            },
-            run_action("PAYROLL_RUN_RETRIED", &snapshot.run, details),
-        ),
-    };
-    finish_request(tx, ack, outcome, action, snapshot, true).await
-}
-
-/// The refusal of payout `payout_id` while its employee's changed wallet is held (CONTRACT
-/// §16): `payouts[pay_…].wallet`, saying until when and who may lift it.
-fn wallet_held(
-    e: &payroll_entities::employee::Model,
-    payout_id: &str,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Option<(String, String)> {
-    let until = e.wallet_hold_until.filter(|until| *until > now)?;
-    Some((
-        format!("payouts[{payout_id}].wallet"),
-        format!(
-            "wallet recently changed; held until {} (another key lineage with payroll:approve may lift the hold: POST /api/v1/employees/{}/wallet-approvals)",
-            time::format(&until),
-            e.id
-        ),
-    ))
 }

@@ -131,15 +131,11 @@ pub async fn finish_if_done(
         }
         store::save_job(&*tx, job).await?;
     }
-    let mut credited = 0i64;
-    if run.is_test_run && deps.test_run.deduct_from_next_run {
-        let paid =
-            store::completed_of_job(&*tx, &run.id, job.as_ref().map(|j| j.id.clone())).await?;
-        for (employee_id, amount) in &paid {
-            deductions::credit_deduction(&*tx, employee_id, *amount).await?;
-            credited += amount;
-        }
-    }
+    let credited = if run.is_test_run && deps.test_run.deduct_from_next_run {
+        deductions::credit_completed(&*tx, &run.id, job.as_ref().map(|j| j.id.as_str())).await?
+    } else {
+        0
+    };
     let kind = if next == RunStatus::Completed {
         "payroll.run.completed"
     } else {

@@ -4,7 +4,7 @@
 
 use payroll_entities::{PayoutStatus, employee, payout};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect,
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
     sea_query::{Expr, ExprTrait as _},
 };
 
@@ -48,6 +48,9 @@ pub async fn take_deduction<C: ConnectionTrait>(
     Ok(taken.rows_affected == 1)
 }
 
+/// Payouts whose deductions are given back per page, so memory does not grow with the run.
+const PAGE: u64 = 2000;
+
 /// Gives back the test-run deductions of this run's FAILED payouts (the run has ended): each
 /// payout's amount becomes its whole amount again, so a retry pays it in full, and the
 /// employee's balance waits for a later run. Answers the sum given back.
@@ -55,33 +58,87 @@ pub async fn return_failed_deductions<C: ConnectionTrait>(
     conn: &C,
     run_id: &str,
 ) -> Result<i64, RunError> {
-    let taken: Vec<(String, String, i64)> = payout::Entity::find()
-        .select_only()
-        .column(payout::Column::Id)
-        .column(payout::Column::EmployeeId)
-        .column(payout::Column::TestRunDeductionUsdCents)
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(PayoutStatus::Failed))
-        .filter(payout::Column::TestRunDeductionUsdCents.gt(0))
-        .into_tuple()
-        .all(conn)
-        .await?;
-    for (_, employee_id, amount) in &taken {
-        credit_deduction(conn, employee_id, *amount).await?;
-    }
-    for chunk in taken.chunks(IDS_PER_STATEMENT) {
-        payout::Entity::update_many()
-            .col_expr(
-                payout::Column::AmountUsdCents,
-                Expr::col(payout::Column::AmountUsdCents)
-                    .add(Expr::col(payout::Column::TestRunDeductionUsdCents)),
-            )
-            .col_expr(payout::Column::TestRunDeductionUsdCents, Expr::value(0i64))
-            .filter(payout::Column::Id.is_in(chunk.iter().map(|(id, _, _)| id.clone())))
-            .exec(conn)
+    let mut returned = 0i64;
+    let mut after: Option<String> = None;
+    loop {
+        let mut query = payout::Entity::find()
+            .select_only()
+            .column(payout::Column::Id)
+            .column(payout::Column::EmployeeId)
+            .column(payout::Column::TestRunDeductionUsdCents)
+            .filter(payout::Column::PayrollRunId.eq(run_id))
+            .filter(payout::Column::Status.eq(PayoutStatus::Failed))
+            .filter(payout::Column::TestRunDeductionUsdCents.gt(0));
+        if let Some(after) = &after {
+            query = query.filter(payout::Column::Id.gt(after.as_str()));
+        }
+        let taken: Vec<(String, String, i64)> = query
+            .order_by_asc(payout::Column::Id)
+            .limit(PAGE)
+            .into_tuple()
+            .all(conn)
             .await?;
+        let Some((last, ..)) = taken.last() else {
+            break;
+        };
+        after = Some(last.clone());
+        for (_, employee_id, amount) in &taken {
+            credit_deduction(conn, employee_id, *amount).await?;
+            returned += amount;
+        }
+        for chunk in taken.chunks(IDS_PER_STATEMENT) {
+            payout::Entity::update_many()
+                .col_expr(
+                    payout::Column::AmountUsdCents,
+                    Expr::col(payout::Column::AmountUsdCents)
+                        .add(Expr::col(payout::Column::TestRunDeductionUsdCents)),
+                )
+                .col_expr(payout::Column::TestRunDeductionUsdCents, Expr::value(0i64))
+                .filter(payout::Column::Id.is_in(chunk.iter().map(|(id, _, _)| id.clone())))
+                .exec(conn)
+                .await?;
+        }
     }
-    Ok(taken.iter().map(|(_, _, a)| a).sum())
+    Ok(returned)
+}
+
+/// Credits each payee of `job_id`'s completed test payouts with what it was paid, as a
+/// deduction from their next regular run (CONTRACT §9). Answers the sum credited.
+pub async fn credit_completed<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    job_id: Option<&str>,
+) -> Result<i64, RunError> {
+    let mut credited = 0i64;
+    let mut after: Option<String> = None;
+    loop {
+        let mut query = payout::Entity::find()
+            .select_only()
+            .column(payout::Column::Id)
+            .column(payout::Column::EmployeeId)
+            .column(payout::Column::AmountUsdCents)
+            .filter(payout::Column::PayrollRunId.eq(run_id))
+            .filter(payout::Column::Status.eq(PayoutStatus::Completed))
+            .filter(payout::Column::JobId.eq(job_id));
+        if let Some(after) = &after {
+            query = query.filter(payout::Column::Id.gt(after.as_str()));
+        }
+        let paid: Vec<(String, String, i64)> = query
+            .order_by_asc(payout::Column::Id)
+            .limit(PAGE)
+            .into_tuple()
+            .all(conn)
+            .await?;
+        let Some((last, ..)) = paid.last() else {
+            break;
+        };
+        after = Some(last.clone());
+        for (_, employee_id, amount) in &paid {
+            credit_deduction(conn, employee_id, *amount).await?;
+            credited += amount;
+        }
+    }
+    Ok(credited)
 }
 
 /// Gives test-run deductions taken by this run's payouts back to their employees.

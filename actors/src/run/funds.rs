@@ -48,6 +48,11 @@ impl Figures {
     pub fn sufficient(&self) -> bool {
         self.deficit == 0
     }
+
+    /// The same account's figures against another `required`.
+    pub fn with_required(self, required: i64) -> Figures {
+        Figures::new(self.available, 0, required)
+    }
 }
 
 const SUM: &str = "CAST(COALESCE(SUM(amount_usd_cents + fee_usd_cents), 0) AS BIGINT)";
@@ -169,6 +174,14 @@ mod tests {
             }
         );
         assert!(!f.sufficient());
+        assert_eq!(
+            f.with_required(1_500),
+            Figures {
+                required: 1_500,
+                available: 2_000,
+                deficit: 0
+            }
+        );
         // Money moved out from outside: available never goes below 0.
         let f = Figures::new(1_000, 8_000, 5_000);
         assert_eq!(

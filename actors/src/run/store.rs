@@ -292,20 +292,6 @@ pub async fn reset_sends<C: ConnectionTrait>(
     Ok(())
 }
 
-/// The run's payouts in `status`, by id.
-pub async fn payouts_of<C: ConnectionTrait>(
-    conn: &C,
-    run_id: &str,
-    status: PayoutStatus,
-) -> Result<Vec<payout::Model>, RunError> {
-    Ok(payout::Entity::find()
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(status))
-        .order_by_asc(payout::Column::Id)
-        .all(conn)
-        .await?)
-}
-
 /// How many of the run's payouts are in `status`.
 pub async fn count_in_status<C: ConnectionTrait>(
     conn: &C,
@@ -423,24 +409,6 @@ pub async fn insert_job<C: ConnectionTrait>(conn: &C, job: &job::Model) -> Resul
         .exec_without_returning(conn)
         .await?;
     Ok(())
-}
-
-/// (employee, amount) of the payouts of `job_id` that completed.
-pub async fn completed_of_job<C: ConnectionTrait>(
-    conn: &C,
-    run_id: &str,
-    job_id: Option<String>,
-) -> Result<Vec<(String, i64)>, RunError> {
-    Ok(payout::Entity::find()
-        .select_only()
-        .column(payout::Column::EmployeeId)
-        .column(payout::Column::AmountUsdCents)
-        .filter(payout::Column::PayrollRunId.eq(run_id))
-        .filter(payout::Column::Status.eq(PayoutStatus::Completed))
-        .filter(payout::Column::JobId.eq(job_id))
-        .into_tuple()
-        .all(conn)
-        .await?)
 }
 
 /// Client ids of the run's payouts handed to the exchange and not yet terminal.
