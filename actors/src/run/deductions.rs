@@ -5,7 +5,7 @@
 use payroll_entities::{PayoutStatus, employee, payout};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    sea_query::{Expr, ExprTrait as _},
+    sea_query::{Expr, ExprTrait as _, IntoCondition},
 };
 
 use super::{messages::RunError, store::IDS_PER_STATEMENT};
@@ -48,8 +48,38 @@ pub async fn take_deduction<C: ConnectionTrait>(
     Ok(taken.rows_affected == 1)
 }
 
-/// Payouts whose deductions are given back per page, so memory does not grow with the run.
+/// Payouts whose deductions are given back or credited per page, so memory does not grow
+/// with the run.
 const PAGE: u64 = 2000;
+
+/// The next page of the run's payouts in `status` that `matching` keeps, after the id `after`:
+/// (payout, employee, the cents in column `cents`).
+async fn page<C: ConnectionTrait>(
+    conn: &C,
+    run_id: &str,
+    status: PayoutStatus,
+    matching: impl IntoCondition,
+    cents: payout::Column,
+    after: Option<&str>,
+) -> Result<Vec<(String, String, i64)>, RunError> {
+    let mut query = payout::Entity::find()
+        .select_only()
+        .column(payout::Column::Id)
+        .column(payout::Column::EmployeeId)
+        .column(cents)
+        .filter(payout::Column::PayrollRunId.eq(run_id))
+        .filter(payout::Column::Status.eq(status))
+        .filter(matching);
+    if let Some(after) = after {
+        query = query.filter(payout::Column::Id.gt(after));
+    }
+    Ok(query
+        .order_by_asc(payout::Column::Id)
+        .limit(PAGE)
+        .into_tuple()
+        .all(conn)
+        .await?)
+}
 
 /// Gives back the test-run deductions of this run's FAILED payouts (the run has ended): each
 /// payout's amount becomes its whole amount again, so a retry pays it in full, and the
@@ -61,23 +91,15 @@ pub async fn return_failed_deductions<C: ConnectionTrait>(
     let mut returned = 0i64;
     let mut after: Option<String> = None;
     loop {
-        let mut query = payout::Entity::find()
-            .select_only()
-            .column(payout::Column::Id)
-            .column(payout::Column::EmployeeId)
-            .column(payout::Column::TestRunDeductionUsdCents)
-            .filter(payout::Column::PayrollRunId.eq(run_id))
-            .filter(payout::Column::Status.eq(PayoutStatus::Failed))
-            .filter(payout::Column::TestRunDeductionUsdCents.gt(0));
-        if let Some(after) = &after {
-            query = query.filter(payout::Column::Id.gt(after.as_str()));
-        }
-        let taken: Vec<(String, String, i64)> = query
-            .order_by_asc(payout::Column::Id)
-            .limit(PAGE)
-            .into_tuple()
-            .all(conn)
-            .await?;
+        let taken = page(
+            conn,
+            run_id,
+            PayoutStatus::Failed,
+            payout::Column::TestRunDeductionUsdCents.gt(0),
+            payout::Column::TestRunDeductionUsdCents,
+            after.as_deref(),
+        )
+        .await?;
         let Some((last, ..)) = taken.last() else {
             break;
         };
@@ -112,23 +134,15 @@ pub async fn credit_completed<C: ConnectionTrait>(
     let mut credited = 0i64;
     let mut after: Option<String> = None;
     loop {
-        let mut query = payout::Entity::find()
-            .select_only()
-            .column(payout::Column::Id)
-            .column(payout::Column::EmployeeId)
-            .column(payout::Column::AmountUsdCents)
-            .filter(payout::Column::PayrollRunId.eq(run_id))
-            .filter(payout::Column::Status.eq(PayoutStatus::Completed))
-            .filter(payout::Column::JobId.eq(job_id));
-        if let Some(after) = &after {
-            query = query.filter(payout::Column::Id.gt(after.as_str()));
-        }
-        let paid: Vec<(String, String, i64)> = query
-            .order_by_asc(payout::Column::Id)
-            .limit(PAGE)
-            .into_tuple()
-            .all(conn)
-            .await?;
+        let paid = page(
+            conn,
+            run_id,
+            PayoutStatus::Completed,
+            payout::Column::JobId.eq(job_id),
+            payout::Column::AmountUsdCents,
+            after.as_deref(),
+        )
+        .await?;
         let Some((last, ..)) = paid.last() else {
             break;
         };
