@@ -93,6 +93,7 @@ pub(super) async fn retry(
         ..Tally::default()
     };
     let mut last: Option<payout::Model> = None;
+    let now = time::now();
     loop {
         let mut page = match &only {
             Some(id) if last.is_none() => {
@@ -118,14 +119,14 @@ pub(super) async fn retry(
         let employees =
             store::employees_by_id(&*tx, page.iter().map(|p| p.employee_id.clone())).await?;
         for p in page.iter_mut() {
-            tally.take(p, employees.get(&p.employee_id), &quotes);
+            tally.take(p, employees.get(&p.employee_id), &quotes, now);
         }
         if tally.unpayable.len() >= MAX_ERRORS {
             break;
         }
         if tally.unpayable.is_empty() {
             for p in page.iter_mut() {
-                restart(p, &job.id);
+                restart(p, &job.id, now);
                 recount(
                     &mut after,
                     None,
@@ -216,7 +217,7 @@ fn check_retriable(p: &payout::Model) -> Result<(), RunError> {
 
 /// A payout as its next attempt starts: PENDING in `job_id`, with nothing of the last
 /// attempt's withdrawal left on it.
-fn restart(p: &mut payout::Model, job_id: &str) {
+fn restart(p: &mut payout::Model, job_id: &str, now: chrono::DateTime<chrono::Utc>) {
     p.status = PayoutStatus::Pending;
     p.attempt += 1;
     p.job_id = Some(job_id.to_owned());
@@ -230,7 +231,7 @@ fn restart(p: &mut payout::Model, job_id: &str) {
     p.last_sent_at = None;
     p.stuck_since = None;
     p.completed_at = None;
-    p.updated_at = time::now();
+    p.updated_at = now;
 }
 
 /// Addresses changes kept for the audit entry; the rest are counted.
@@ -238,16 +239,17 @@ const ADDRESS_CHANGES_SHOWN: usize = 20;
 
 impl Tally {
     /// Takes `p` into the retry: its employee's current wallet and network, the current fee
-    /// there, and what would keep it from being paid.
+    /// there, and what would keep it from being paid at `now`.
     fn take(
         &mut self,
         p: &mut payout::Model,
         employee: Option<&payroll_entities::employee::Model>,
         quotes: &HashMap<payroll_entities::Network, Quote>,
+        now: chrono::DateTime<chrono::Utc>,
     ) {
         if let Some(e) = employee {
             // A retry pays the current wallet: one changed lately waits for its hold (§16).
-            self.unpayable.extend(wallet_held(e, &p.id, time::now()));
+            self.unpayable.extend(wallet_held(e, &p.id, now));
             if e.wallet_address != p.wallet_address || e.network != p.network {
                 self.address_change_count += 1;
                 if self.address_changes.len() < ADDRESS_CHANGES_SHOWN {
