@@ -292,13 +292,27 @@ async fn after(
         .record(audit::request_entry(facts, status, None, details));
 }
 
+/// Releases the claim of a request that did not succeed, so that a retry under its key is
+/// carried out at once. The answer never waits for a database known to be unreachable (the
+/// request's own fault, or one found while the release waits for a connection): the claim is
+/// then released in the background once the database answers again.
 async fn release(state: &AppState, claim: &IdempotencyClaim) {
-    let Err(err) = idempotency::release(&state.db, claim).await else {
-        return;
+    let health = state.db.health().clone();
+    let released = {
+        let release = std::pin::pin!(idempotency::release(&state.db, claim));
+        let down = std::pin::pin!(health.unreachable());
+        match futures_util::future::select(release, down).await {
+            futures_util::future::Either::Left((released, _)) => Some(released),
+            futures_util::future::Either::Right(_) => None,
+        }
     };
-    if state.db.health().report(&err).is_none() {
-        tracing::warn!(error = %err, "idempotency claim not released; it expires by itself");
-        return;
+    match released {
+        Some(Ok(())) => return,
+        Some(Err(err)) if health.report(&err).is_none() => {
+            tracing::warn!(error = %err, "idempotency claim not released; it expires by itself");
+            return;
+        }
+        Some(Err(_)) | None => {}
     }
     // The database is away: released once it answers again, so a retry of this write need not
     // wait for the claim to expire. Safe whenever it lands: only a claim still in flight under

@@ -14,7 +14,9 @@ use std::{
 };
 
 use payroll_entities::{audit_entry, employee};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QuerySelect, TransactionTrait,
+};
 use serde_json::{Value, json};
 
 use crate::{
@@ -503,4 +505,100 @@ async fn a_thirty_second_outage_while_two_instances_pay_and_a_client_writes() {
         300,
     )
     .await;
+}
+
+/// A write under way when the database crashes is answered 503 as soon as the instance knows
+/// the database unreachable, not when the database returns: releasing the write's idempotency
+/// claim (so that a retry is carried out at once) waits for the database in the background.
+/// The retry under the same key once it is back creates the employee once.
+#[actix_web::test]
+async fn a_write_under_way_when_the_database_crashes_is_answered_while_it_is_down() {
+    let Some(bin) = pg_cluster::available() else {
+        return;
+    };
+    let cluster = PgCluster::start(bin).await;
+    // One pooled connection: the write's, lost with the crash, so releasing its claim needs a
+    // new one, which the pool tries to open until its acquire timeout (10 s).
+    let setup = Setup::on_database(Some(cluster.url()))
+        .await
+        .with_env("PAYROLL__DATABASE__MAX_CONNECTIONS", "1");
+    let server = setup.start(1).await;
+
+    // The write waits on a lock another connection holds, so it is under way at the crash.
+    let locker = db(&cluster.url()).await;
+    let lock = locker.conn.begin().await.expect("transaction");
+    lock.execute_unprepared("LOCK TABLE employees IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+    let email = "crash@example.com";
+    let body = json!({"name": "Crash", "email": email, "salary_usd_cents": 1000,
+        "network": "BASE", "wallet_address": evm_address(email)});
+    let idempotency_key = new_key();
+    let write = {
+        let (base, key, body, idempotency_key) = (
+            server.base.clone(),
+            setup.key.clone(),
+            body.clone(),
+            idempotency_key.clone(),
+        );
+        actix_web::rt::spawn(async move {
+            request(
+                &client(),
+                &base,
+                &key,
+                "POST",
+                "/employees",
+                Some(&body),
+                Some(&idempotency_key),
+            )
+            .await
+        })
+    };
+    actix_web::rt::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!write.is_finished(), "the write did not wait on the lock");
+    let crashed_at = Instant::now();
+    cluster.crash().await;
+    drop(lock);
+    let (status, _, answer) = write.await.expect("task").expect("answer");
+    let answered_after = crashed_at.elapsed();
+    assert_eq!(status, 503, "{answer}\n--- log:\n{}", setup.log(1));
+    assert_eq!(answer["error"]["details"]["reason"], "database", "{answer}");
+    assert!(
+        answered_after < Duration::from_secs(2),
+        "answered {answered_after:?} after the crash, with the database still down\n--- log:\n{}",
+        setup.log(1)
+    );
+
+    actix_web::rt::time::sleep(Duration::from_secs(2)).await;
+    cluster.start_server().await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let created = loop {
+        let (status, _, answer) = request(
+            &client(),
+            &server.base,
+            &setup.key,
+            "POST",
+            "/employees",
+            Some(&body),
+            Some(&idempotency_key),
+        )
+        .await
+        .expect("answer");
+        if status == 201 {
+            break answer;
+        }
+        assert!(
+            matches!(status, 503 | 409) && Instant::now() < deadline,
+            "the retry: {status} {answer}\n--- log:\n{}",
+            setup.log(1)
+        );
+        actix_web::rt::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert_eq!(created["data"]["email"], email, "{created}");
+    let stored = employee::Entity::find()
+        .filter(employee::Column::Email.eq(email))
+        .all(&db(&cluster.url()).await.conn)
+        .await
+        .expect("employees");
+    assert_eq!(stored.len(), 1, "{stored:?}");
 }
