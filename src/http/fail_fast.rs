@@ -2,7 +2,7 @@
 //! refuses at once, and the answer of a request cut short when it goes.
 
 use actix_web::http::{Method, StatusCode};
-use payroll_entities::health::Health;
+use payroll_entities::health::{DbHealth, Health};
 
 use crate::{
     http::{error::ApiError, route::Access},
@@ -48,4 +48,16 @@ pub(super) fn refused_by_health(
     let public = routes::match_route(method, api_path)
         .is_ok_and(|(route, _)| route.access == Access::Public);
     (!public).then_some(down)
+}
+
+/// Runs `work` until it completes, or until the database is found unreachable (at once if it
+/// is now): then `None`, and `work` is dropped (a transaction it began rolls back with its
+/// connection).
+pub(super) async fn unless_unreachable<F: Future>(health: &DbHealth, work: F) -> Option<F::Output> {
+    let work = std::pin::pin!(work);
+    let down = std::pin::pin!(health.unreachable());
+    match futures_util::future::select(work, down).await {
+        futures_util::future::Either::Left((done, _)) => Some(done),
+        futures_util::future::Either::Right(_) => None,
+    }
 }

@@ -29,7 +29,7 @@ use crate::{
         auth,
         callers::authenticate,
         error::{ApiError, ErrorCode},
-        fail_fast::{Interrupted, refused_by_health},
+        fail_fast::{Interrupted, refused_by_health, unless_unreachable},
         idempotency::{self, Verdict},
         incoming::{BodyFault, read_body},
         request::{ApiRequest, AuditRecorded, BodyType, IdempotencyClaim, RequestInfo},
@@ -149,16 +149,11 @@ async fn gate_request<B: MessageBody + 'static>(
     // commit went through, its idempotency record answers the retry.
     let health = state.db.health().clone();
     let mut taken: Option<IdempotencyClaim> = None;
-    let served = {
-        let work = std::pin::pin!(serve(
-            req, next, &state, &mut facts, api_path, head_at, &mut taken
-        ));
-        let down = std::pin::pin!(health.unreachable());
-        match futures_util::future::select(work, down).await {
-            futures_util::future::Either::Left((served, _)) => Some(served),
-            futures_util::future::Either::Right(_) => None,
-        }
-    };
+    let served = unless_unreachable(
+        &health,
+        serve(req, next, &state, &mut facts, api_path, head_at, &mut taken),
+    )
+    .await;
     let (res, claim, details) = match served {
         Some(served) => served?,
         None => {
@@ -298,15 +293,7 @@ async fn after(
 /// then released in the background once the database answers again.
 async fn release(state: &AppState, claim: &IdempotencyClaim) {
     let health = state.db.health().clone();
-    let released = {
-        let release = std::pin::pin!(idempotency::release(&state.db, claim));
-        let down = std::pin::pin!(health.unreachable());
-        match futures_util::future::select(release, down).await {
-            futures_util::future::Either::Left((released, _)) => Some(released),
-            futures_util::future::Either::Right(_) => None,
-        }
-    };
-    match released {
+    match unless_unreachable(&health, idempotency::release(&state.db, claim)).await {
         Some(Ok(())) => return,
         Some(Err(err)) if health.report(&err).is_none() => {
             tracing::warn!(error = %err, "idempotency claim not released; it expires by itself");

@@ -597,7 +597,7 @@ async fn a_write_under_way_when_the_database_crashes_is_answered_while_it_is_dow
     assert_eq!(created["data"]["email"], email, "{created}");
     let stored = employee::Entity::find()
         .filter(employee::Column::Email.eq(email))
-        .all(&db(&cluster.url()).await.conn)
+        .all(&locker.conn)
         .await
         .expect("employees");
     assert_eq!(stored.len(), 1, "{stored:?}");
