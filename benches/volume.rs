@@ -7,8 +7,10 @@
 //! separate process (unthrottled sandbox, no completion delay, default limits) imports the
 //! employees as CSV in imports of 100,000 rows, creates a run paying all of them, exports its
 //! payouts as CSV, confirms it and checks the balance, and pays it to terminal. Each phase's
-//! peak resident memory (`VmHWM`, reset between phases) is read from `/proc`. Prints figures
-//! and targets; asserts nothing.
+//! peak resident memory (`VmHWM`, reset between phases) is read from `/proc`. Before the floor
+//! and before the service, the previous measurement's writes are let reach the disk
+//! (PostgreSQL `CHECKPOINT`, then `sync`), and each PostgreSQL schema is dropped once measured:
+//! one round's flushes are not timed in the next. Prints figures and targets; asserts nothing.
 //!
 //! ```sh
 //! cargo bench --bench volume                             # SQLite
@@ -25,7 +27,7 @@ mod common;
 #[path = "common/floor.rs"]
 mod floor;
 
-use common::{fresh_schema, spawn_server, wait_ready};
+use common::{drop_schema, fresh_schema, settle, spawn_server, wait_ready};
 use floor::floor;
 
 use std::time::{Duration, Instant};
@@ -329,6 +331,8 @@ async fn run(base_url: Option<String>, count: usize) -> anyhow::Result<Figures> 
         cpu: [Cpu::default(); 6],
         summary: Value::Null,
     };
+    // Each measurement starts once the last one's writes are on disk, and leaves nothing behind.
+    settle(base_url.as_deref()).await?;
     figures.seconds[0] = {
         let url = match &base_url {
             Some(url) => fresh_schema(url).await?,
@@ -340,8 +344,10 @@ async fn run(base_url: Option<String>, count: usize) -> anyhow::Result<Figures> 
         let db = Db::connect(&url, 4).await?;
         let seconds = floor(&db, count).await?;
         db.conn.clone().close().await.ok();
+        drop_schema(&url).await?;
         seconds
     };
+    settle(base_url.as_deref()).await?;
 
     let mut settings = Settings::defaults()?;
     settings.data.dir = dir.path().to_path_buf();
@@ -370,6 +376,7 @@ async fn run(base_url: Option<String>, count: usize) -> anyhow::Result<Figures> 
     let result = phases(&key, port, pid, &mut figures).await;
     child.kill().ok();
     child.wait().ok();
+    drop_schema(&settings.database_url()).await?;
     figures.summary = result?;
     Ok(figures)
 }

@@ -10,7 +10,43 @@ pub async fn fresh_schema(base: &str) -> anyhow::Result<String> {
         .await?;
     conn.close().await?;
     let sep = if base.contains('?') { '&' } else { '?' };
-    Ok(format!("{base}{sep}options=-c%20search_path%3D{schema}"))
+    Ok(format!("{base}{sep}{SCHEMA_OPTION}{schema}"))
+}
+
+/// The marker [`fresh_schema`] puts before the schema's name in the URL it answers.
+const SCHEMA_OPTION: &str = "options=-c%20search_path%3D";
+
+/// Drops the schema of a URL that [`fresh_schema`] answered, with everything in it, so that
+/// rounds do not pile gigabytes of old runs into the benchmark database. Any other URL is left.
+#[allow(dead_code)] // Only `volume` drops its schemas between rounds.
+pub async fn drop_schema(url: &str) -> anyhow::Result<()> {
+    use sea_orm::{ConnectionTrait, Database};
+    let Some((base, schema)) = url.split_once(SCHEMA_OPTION) else {
+        return Ok(());
+    };
+    let base = base.trim_end_matches(['?', '&']);
+    let conn = Database::connect(base).await?;
+    conn.execute_unprepared(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await?;
+    conn.close().await?;
+    Ok(())
+}
+
+/// Lets the previous measurement's writes reach the disk before the next starts: PostgreSQL
+/// checkpoints (when `base` names it) and the kernel writes back every dirty page (`sync`).
+/// Otherwise one round's flushes (a run of a million payouts leaves gigabytes) land in the
+/// next round's phases, on the other database too.
+#[allow(dead_code)] // Only `volume` settles between measurements.
+pub async fn settle(base: Option<&str>) -> anyhow::Result<()> {
+    use sea_orm::{ConnectionTrait, Database};
+    if let Some(base) = base {
+        let conn = Database::connect(base).await?;
+        conn.execute_unprepared("CHECKPOINT").await?;
+        conn.close().await?;
+    }
+    let status = std::process::Command::new("sync").status()?;
+    anyhow::ensure!(status.success(), "sync failed: {status}");
+    Ok(())
 }
 
 /// Peak resident memory of a process, in MB.
