@@ -16,7 +16,7 @@
 
 mod common;
 
-use common::{fresh_schema, peak_mb, spawn_server, wait_ready};
+use common::{drop_schema, fresh_schema, peak_mb, spawn_server, wait_ready};
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -148,6 +148,7 @@ async fn run(
     let peak = peak_mb(child.id());
     child.kill().ok();
     child.wait().ok();
+    drop_schema(&settings.database_url()).await?;
     let (healthz, run_read, status, run_page) = result?;
     println!(
         "{name:<9} generator={} connections={} warmup={}s duration={}s employees={employees}",

@@ -18,7 +18,8 @@
 //! PAYROLL_BENCH_SCALE=1 cargo bench --bench volume       # 100,000 and 1,000,000, compared
 //! ```
 //! `PAYROLL_BENCH_PAYOUTS` changes the count (default 100000), `PAYROLL_BENCH_SCALE=1` runs
-//! 100,000 and then 1,000,000 in one invocation and prints each phase's growth between them,
+//! 100,000 twice, 1,000,000, then 100,000 again in one invocation and prints each phase's
+//! growth from the median of the three at 100,000 (and from each of them) to 1,000,000,
 //! `PAYROLL_BENCH_ROUNDS` runs it several times (default 1), `PAYROLL_BENCH_ONLY=sqlite` or
 //! `postgres` measures one database, and `PAYROLL_BENCH_TRACE=1` prints when confirm answered,
 //! and the payout summary and the server's RSS while the run executes.
@@ -42,6 +43,10 @@ fn env_number(name: &str, default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// The run sizes `PAYROLL_BENCH_SCALE=1` compares.
+const SMALL: usize = 100_000;
+const LARGE: usize = 1_000_000;
 
 /// Rows per import: the bench splits the employees into imports of this many, under the
 /// default `api.max_import_rows`.
@@ -74,7 +79,9 @@ impl Figures {
 fn main() {
     let scale = std::env::var("PAYROLL_BENCH_SCALE").is_ok_and(|v| v == "1");
     let sizes = if scale {
-        vec![100_000, 1_000_000]
+        // The smaller size three times, two before the larger and one after it: the time each
+        // phase is compared against is the median of the three.
+        vec![SMALL, SMALL, LARGE, SMALL]
     } else {
         vec![env_number("PAYROLL_BENCH_PAYOUTS", 100_000)]
     };
@@ -103,8 +110,12 @@ fn main() {
                         }
                     }
                 }
-                if let [small, large] = &all[..] {
-                    print_scale(name, round, rounds, small, large);
+                if scale {
+                    let (large, small): (Vec<Figures>, Vec<Figures>) =
+                        all.into_iter().partition(|f| f.count == LARGE);
+                    if let [large] = &large[..] {
+                        print_scale(name, round, rounds, &small, large);
+                    }
                 }
             }
         }
@@ -186,40 +197,75 @@ fn print_figures(name: &str, f: &Figures) {
     println!("payout summary: {}", f.summary);
 }
 
-fn print_scale(name: &str, round: usize, rounds: usize, small: &Figures, large: &Figures) {
-    let factor = large.count as f64 / small.count as f64;
+/// The middle of `values` (the lower middle of an even count).
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values
+        .get((values.len().max(1) - 1) / 2)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// Prints each phase's growth from the smaller run size (`samples`, the median of their times)
+/// to the larger (`large`), the growth against each sample on its own, and where the processor
+/// time went (against the sample whose time is the median).
+fn print_scale(name: &str, round: usize, rounds: usize, samples: &[Figures], large: &Figures) {
+    let Some(first) = samples.first() else {
+        return;
+    };
+    let factor = large.count as f64 / first.count as f64;
     let limit = factor * 1.1;
     println!(
         "\n## {name}, {} against {} payouts in one invocation, round {round} of {rounds}\n",
-        large.count, small.count
+        large.count, first.count
     );
     println!(
-        "| Phase | {} | {} | Growth | Target | Met |",
-        small.count, large.count
+        "The time at {} is the median of {} samples, taken before and after the {}.\n",
+        first.count,
+        samples.len(),
+        large.count
     );
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| Phase | {} (median) | {} | Growth | Target | Met | {} samples | Growth against each |",
+        first.count, large.count, first.count
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    // For each phase, the sample whose time is the median.
+    let mut middle = [first; 6];
     for (i, phase) in PHASES.iter().enumerate() {
-        let growth = large.seconds[i] / small.seconds[i];
-        let target = if i == 0 {
-            String::new()
+        let mut times: Vec<f64> = samples.iter().map(|f| f.seconds[i]).collect();
+        let small = median(&mut times);
+        if let Some(f) = samples.iter().find(|f| f.seconds[i] == small) {
+            middle[i] = f;
+        }
+        let growth = large.seconds[i] / small;
+        let (target, met) = if i == 0 {
+            (String::new(), "")
         } else {
-            format!("≤ {limit:.0}×")
+            (
+                format!("≤ {limit:.0}×"),
+                if growth <= limit { "yes" } else { "no" },
+            )
         };
-        let met = if i == 0 {
-            ""
-        } else if growth <= limit {
-            "yes"
-        } else {
-            "no"
-        };
+        let each: Vec<String> = samples
+            .iter()
+            .map(|f| format!("{:.2}", f.seconds[i]))
+            .collect();
+        let growths: Vec<String> = samples
+            .iter()
+            .map(|f| format!("{:.2}×", large.seconds[i] / f.seconds[i]))
+            .collect();
         println!(
-            "| {phase} | {:.2} s | {:.2} s | {growth:.2}× | {target} | {met} |",
-            small.seconds[i], large.seconds[i]
+            "| {phase} | {small:.2} s | {:.2} s | {growth:.2}× | {target} | {met} | {} s | {} |",
+            large.seconds[i],
+            each.join(", "),
+            growths.join(", ")
         );
     }
-    let (a, b) = (small.peak(), large.peak());
+    let a = samples.iter().map(Figures::peak).fold(0.0, f64::max);
+    let b = large.peak();
     println!(
-        "| Peak RSS | {a:.0} MB | {b:.0} MB | {:.2}× | < 300 MB | {} |",
+        "| Peak RSS (the highest) | {a:.0} MB | {b:.0} MB | {:.2}× | < 300 MB | {} | | |",
         b / a,
         if a < 300.0 && b < 300.0 { "yes" } else { "no" }
     );
@@ -227,11 +273,11 @@ fn print_scale(name: &str, round: usize, rounds: usize, small: &Figures, large: 
     // its wall time grows faster was waiting (on the disk, or on the machine's other work).
     println!(
         "\n| Phase | Server CPU growth | Machine CPU growth | Disk wait, {} → {} |",
-        small.count, large.count
+        first.count, large.count
     );
     println!("|---|---|---|---|");
     for (i, phase) in PHASES.iter().enumerate().skip(1) {
-        let (s, l) = (&small.cpu[i], &large.cpu[i]);
+        let (s, l) = (&middle[i].cpu[i], &large.cpu[i]);
         println!(
             "| {phase} | {:.2}× ({:.2} → {:.2} s) | {:.2}× ({:.2} → {:.2} s) | {:.2} → {:.2} s |",
             l.server / s.server,

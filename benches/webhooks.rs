@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{fresh_schema, peak_mb, spawn_server};
+use common::{drop_schema, fresh_schema, peak_mb, spawn_server};
 
 use std::{
     sync::{
@@ -204,6 +204,8 @@ async fn run(name: &str, base_url: Option<String>, count: usize, dead: bool) -> 
     let peak = peak_mb(child.id());
     child.kill().ok();
     child.wait().ok();
+    db.conn.clone().close().await.ok();
+    drop_schema(&settings.database_url()).await?;
     println!(
         "{name:<9} events={count:<7} seeded={:>6.2}s  start_to_all_delivered={:>7.2}s ({:.0} deliveries/s)  received={}  dead_endpoint={}  dead_attempts_recorded={dead_attempts}  peak_rss={peak:.0} MB",
         seeded.as_secs_f64(),
