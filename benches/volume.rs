@@ -15,7 +15,7 @@
 //! ```sh
 //! cargo bench --bench volume                             # SQLite
 //! PAYROLL_BENCH_DATABASE_URL=postgres://postgres@127.0.0.1/bench cargo bench --bench volume
-//! PAYROLL_BENCH_SCALE=1 cargo bench --bench volume       # 100,000 and 1,000,000, compared
+//! PAYROLL_BENCH_SCALE=1 cargo bench --bench volume       # 100,000 (three times) and 1,000,000
 //! ```
 //! `PAYROLL_BENCH_PAYOUTS` changes the count (default 100000), `PAYROLL_BENCH_SCALE=1` runs
 //! 100,000 twice, 1,000,000, then 100,000 again in one invocation and prints each phase's
