@@ -200,15 +200,27 @@ pub async fn check_pepper(db: &Db, pepper: &Secret) -> anyhow::Result<()> {
 }
 
 /// On first start with no keys, creates the `bootstrap` key with every scope and prints it
-/// once on stderr.
-async fn bootstrap_key(settings: &Settings, db: &Db, pepper: &Secret) -> anyhow::Result<()> {
-    if !settings.auth.bootstrap_key || api_key::Entity::find().count(&db.conn).await? > 0 {
+/// once on stderr. The keys are counted in the transaction that creates it, under a lock of
+/// this schema's keys on PostgreSQL (SQLite's writers are one at a time): instances started
+/// together on an empty database create one such key, not one each.
+pub async fn bootstrap_key(settings: &Settings, db: &Db, pepper: &Secret) -> anyhow::Result<()> {
+    use sea_orm::ConnectionTrait as _;
+    if !settings.auth.bootstrap_key {
+        return Ok(());
+    }
+    let tx = db.begin_write().await?;
+    if tx.get_database_backend() == sea_orm::DatabaseBackend::Postgres {
+        tx.execute_unprepared(
+            "SELECT pg_advisory_xact_lock(hashtext('payroll_bootstrap_key:' || current_schema()))",
+        )
+        .await?;
+    }
+    if api_key::Entity::find().count(&*tx).await? > 0 {
         return Ok(());
     }
     let scopes = auth::all_scope_names();
     let (model, plaintext) =
         keys::new_key(pepper.expose().as_bytes(), "bootstrap", &scopes, None, None);
-    let tx = db.begin_write().await?;
     api_key::Entity::insert(model.clone().into_active_model())
         .exec_without_returning(&*tx)
         .await?;

@@ -327,7 +327,7 @@ impl ApiError {
     /// outcome is unknown) all of it, which the idempotency record tells a retry.
     pub fn database(fault: Fault) -> ApiError {
         let message = match fault {
-            Fault::Unreachable => "The database is unreachable; the request was not carried out.",
+            Fault::Unreachable => CUT_SHORT,
             Fault::Full => "The database is out of space; the request was not carried out.",
             Fault::Io => {
                 "The database failed to read or write its files; the request was not carried out."
@@ -357,11 +357,23 @@ impl ApiError {
             _ => Fault::Unreachable,
         };
         let mut err = ApiError::database(fault);
+        if fault == Fault::Unreachable {
+            // Refused before any work.
+            err.message = "The database is unreachable; the request was not carried out.".into();
+        }
         if let Some(since) = health.since() {
             err = err.detail("since", payroll_entities::time::format(&since));
         }
         // Already known: nothing for the gate to report again.
         err.fault = None;
+        err
+    }
+
+    /// 503 for a request cut short because the database became unreachable while it ran
+    /// ([`CUT_SHORT`]).
+    pub fn database_interrupted(health: &Health) -> ApiError {
+        let mut err = ApiError::database_down(health);
+        err.message = CUT_SHORT.to_owned();
         err
     }
 }
@@ -378,6 +390,12 @@ impl From<payroll_actors::telemetry::Overloaded> for ApiError {
         refused
     }
 }
+
+/// What a request whose database became unreachable while it ran did: what it wrote rolled
+/// back with its connection, unless its commit had gone through just before, which the lost
+/// connection could not tell (the retry under the same Idempotency-Key does).
+const CUT_SHORT: &str = "The database became unreachable while the request ran: what it wrote \
+                         was rolled back, unless its commit had just gone through.";
 
 impl ApiError {
     /// A request that arrived after the server began to stop.

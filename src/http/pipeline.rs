@@ -158,7 +158,7 @@ async fn gate_request<B: MessageBody + 'static>(
         Some(served) => served?,
         None => {
             // The request went with the handler: answered from the error by the framework.
-            let error = ApiError::database_down(&health.state());
+            let error = ApiError::database_interrupted(&health.state());
             after(
                 &state,
                 &facts,

@@ -410,3 +410,59 @@ async fn a_key_is_rotated_once_and_scopes_are_a_sorted_set() {
         .count();
     assert_eq!(successors, 1);
 }
+
+/// Instances started together on an empty PostgreSQL database create one bootstrap key
+/// between them, not one each: the keys are counted under a lock in the transaction that
+/// creates it.
+#[actix_web::test]
+async fn instances_started_together_create_one_bootstrap_key() {
+    use payroll_entities::{api_key, db::Db};
+    use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+    let Ok(base) = std::env::var("PAYROLL_TEST_DATABASE_URL") else {
+        eprintln!(
+            "skipped: several instances share only a PostgreSQL database; \
+             set PAYROLL_TEST_DATABASE_URL (the CI's PostgreSQL suite runs it)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut settings = payroll::config::Settings::defaults().expect("default settings");
+    settings.data.dir = dir.path().to_path_buf();
+    settings.auth.bootstrap_key = true;
+    settings.database.url =
+        payroll::config::Secret::new(crate::helpers::fresh_pg_schema(&base).await);
+    let db = payroll::startup::connect_and_migrate(&settings)
+        .await
+        .expect("migrated");
+    let pepper = payroll::startup::load_pepper(&settings).expect("pepper");
+    // Eight instances, each with its own pool, reach the check at once.
+    let mut instances = Vec::new();
+    for _ in 0..8 {
+        instances.push(
+            Db::connect(&settings.database_url(), 1)
+                .await
+                .expect("database"),
+        );
+    }
+    let starts = instances
+        .iter()
+        .map(|db| payroll::startup::bootstrap_key(&settings, db, &pepper));
+    for started in futures_util::future::join_all(starts).await {
+        started.expect("bootstrap");
+    }
+    let keys = api_key::Entity::find()
+        .filter(api_key::Column::Name.eq("bootstrap"))
+        .count(&db.conn)
+        .await
+        .expect("count");
+    assert_eq!(keys, 1, "one bootstrap key for eight instances");
+    // A later start finds it and creates none.
+    payroll::startup::bootstrap_key(&settings, &db, &pepper)
+        .await
+        .expect("bootstrap");
+    let all = api_key::Entity::find()
+        .count(&db.conn)
+        .await
+        .expect("count");
+    assert_eq!(all, 1);
+}

@@ -563,6 +563,18 @@ async fn a_write_under_way_when_the_database_crashes_is_answered_while_it_is_dow
     let answered_after = crashed_at.elapsed();
     assert_eq!(status, 503, "{answer}\n--- log:\n{}", setup.log(1));
     assert_eq!(answer["error"]["details"]["reason"], "database", "{answer}");
+    // Cut short, the write cannot be said not to have landed: the retry under its key tells.
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("unless its commit had just gone through"),
+        "{answer}"
+    );
+    assert!(
+        answer["error"]["recovery_hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("same Idempotency-Key")),
+        "{answer}"
+    );
     assert!(
         answered_after < Duration::from_secs(2),
         "answered {answered_after:?} after the crash, with the database still down\n--- log:\n{}",
