@@ -350,30 +350,36 @@ impl ApiError {
         err
     }
 
-    /// 503 while the database is known to be down (or to refuse writes): answered at once.
+    /// 503 while the database is known to be down (or to refuse writes): answered at once,
+    /// before any work.
     pub fn database_down(health: &Health) -> ApiError {
-        let fault = match health {
-            Health::RefusingWrites { fault, .. } => *fault,
-            _ => Fault::Unreachable,
-        };
-        let mut err = ApiError::database(fault);
-        if fault == Fault::Unreachable {
-            // Refused before any work.
-            err.message = "The database is unreachable; the request was not carried out.".into();
-        }
-        if let Some(since) = health.since() {
-            err = err.detail("since", payroll_entities::time::format(&since));
-        }
-        // Already known: nothing for the gate to report again.
-        err.fault = None;
-        err
+        ApiError::database_known(
+            health,
+            "The database is unreachable; the request was not carried out.",
+        )
     }
 
     /// 503 for a request cut short because the database became unreachable while it ran
     /// ([`CUT_SHORT`]).
     pub fn database_interrupted(health: &Health) -> ApiError {
-        let mut err = ApiError::database_down(health);
-        err.message = CUT_SHORT.to_owned();
+        ApiError::database_known(health, CUT_SHORT)
+    }
+
+    /// [`ApiError::database`] for the fault `health` knows of, with since when; `unreachable`
+    /// is the message when that fault is the database being unreachable.
+    fn database_known(health: &Health, unreachable: &str) -> ApiError {
+        let mut err = match health {
+            Health::RefusingWrites { fault, .. } => ApiError::database(*fault),
+            _ => ApiError {
+                message: unreachable.to_owned(),
+                ..ApiError::database(Fault::Unreachable)
+            },
+        };
+        if let Some(since) = health.since() {
+            err = err.detail("since", payroll_entities::time::format(&since));
+        }
+        // Already known: nothing for the gate to report again.
+        err.fault = None;
         err
     }
 }
