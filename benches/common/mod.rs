@@ -18,7 +18,6 @@ const SCHEMA_OPTION: &str = "options=-c%20search_path%3D";
 
 /// Drops the schema of a URL that [`fresh_schema`] answered, with everything in it, so that
 /// rounds do not pile gigabytes of old runs into the benchmark database. Any other URL is left.
-#[allow(dead_code)] // `foundation` serves in-process, its schema in use to the end.
 pub async fn drop_schema(url: &str) -> anyhow::Result<()> {
     use sea_orm::{ConnectionTrait, Database};
     let Some((base, schema)) = url.split_once(SCHEMA_OPTION) else {
