@@ -54,13 +54,10 @@ async fn run(target: &Target, count: usize) -> anyhow::Result<()> {
     settings.auth.bootstrap_key = false;
     settings.log.level = "warn".into();
     settings.api.max_import_bytes = 256 * 1024 * 1024;
-    let schema_url = match &target.url {
-        Some(url) => Some(fresh_schema(url).await?),
-        None => None,
-    };
-    if let Some(url) = &schema_url {
-        settings.database.url = payroll::config::Secret::new(url.clone());
+    if let Some(url) = &target.url {
+        settings.database.url = payroll::config::Secret::new(fresh_schema(url).await?);
     }
+    let database_url = settings.database_url();
     let key = payroll::cli::admin::create_key(&settings, "bench", &auth::all_scope_names(), None)
         .await?
         .key
@@ -143,9 +140,8 @@ async fn run(target: &Target, count: usize) -> anyhow::Result<()> {
         csv.len() as f64 / 1e6,
     );
     // The server serves in this process to its end; its connections are idle once measured,
-    // so the schema can go now rather than pile up in the benchmark database.
-    if let Some(url) = &schema_url {
-        drop_schema(url).await?;
-    }
+    // so the schema can go now rather than pile up in the benchmark database (a SQLite URL is
+    // left as it is).
+    drop_schema(&database_url).await?;
     Ok(())
 }

@@ -197,13 +197,12 @@ fn print_figures(name: &str, f: &Figures) {
     println!("payout summary: {}", f.summary);
 }
 
-/// The middle of `values` (the lower middle of an even count).
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values
-        .get((values.len().max(1) - 1) / 2)
-        .copied()
-        .unwrap_or(0.0)
+/// The sample whose time in phase `i` is the median of `samples` (the lower middle of an even
+/// count).
+fn median_sample(samples: &[Figures], i: usize) -> Option<&Figures> {
+    let mut sorted: Vec<&Figures> = samples.iter().collect();
+    sorted.sort_by(|a, b| a.seconds[i].total_cmp(&b.seconds[i]));
+    sorted.get((sorted.len().max(1) - 1) / 2).copied()
 }
 
 /// Prints each phase's growth from the smaller run size (`samples`, the median of their times)
@@ -231,13 +230,10 @@ fn print_scale(name: &str, round: usize, rounds: usize, samples: &[Figures], lar
     );
     println!("|---|---|---|---|---|---|---|---|");
     // For each phase, the sample whose time is the median.
-    let mut middle = [first; 6];
+    let mut middle = [first; PHASES.len()];
     for (i, phase) in PHASES.iter().enumerate() {
-        let mut times: Vec<f64> = samples.iter().map(|f| f.seconds[i]).collect();
-        let small = median(&mut times);
-        if let Some(f) = samples.iter().find(|f| f.seconds[i] == small) {
-            middle[i] = f;
-        }
+        middle[i] = median_sample(samples, i).unwrap_or(first);
+        let small = middle[i].seconds[i];
         let growth = large.seconds[i] / small;
         let (target, met) = if i == 0 {
             (String::new(), "")
